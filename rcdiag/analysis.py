@@ -1,0 +1,128 @@
+"""Streaming analysis of a dump: one pass, per-step and overall metrics (contract §3).
+
+Pure: consumes :class:`~rcdiag.metrics.ragged.RaggedBatch` es, returns numbers; reading files and
+printing happen elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rcdiag.errors import UsageError
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.metrics.grouped import GroupedStats
+from rcdiag.metrics.offpolicy import (
+    DEFAULT_VETO_THRESHOLD,
+    LOG_RATIO_QUANTILES,
+    ROW_STATISTICS,
+    masked_log_ratio,
+    offpolicy_metrics,
+    row_statistics,
+)
+from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.metrics.sketch import QuantileSketch
+
+Metrics = dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What to compute.
+
+    Args:
+        dialect: ``latest`` or ``legacy`` (legacy adds verl's two veto metrics).
+        veto_threshold: τ given by the user. rcdiag's own veto metrics use τ or 1e-4; verl's legacy
+            veto metrics are 0.0 without it, as verl logged them when the veto was off.
+    """
+
+    dialect: Dialect = DEFAULT_DIALECT
+    veto_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.veto_threshold is not None and not self.veto_threshold > 0:
+            raise UsageError(f"--veto-threshold must be > 0, got {self.veto_threshold}")
+
+    @property
+    def effective_veto_threshold(self) -> float:
+        return DEFAULT_VETO_THRESHOLD if self.veto_threshold is None else self.veto_threshold
+
+    @property
+    def legacy_veto(self) -> bool | None:
+        return None if self.dialect == "latest" else self.veto_threshold is not None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Metrics of one training step (one verl batch)."""
+
+    step: int
+    rows: int
+    valid_tokens: int
+    metrics: Metrics
+
+
+class OffPolicyAnalysis:
+    """Accumulates batches; then gives every metric per step and overall.
+
+    Example:
+        >>> batch = RaggedBatch(rollout=np.log([0.5, 0.5]), old=np.log([0.5, 0.25]),
+        ...     mask=np.array([True, True]), offsets=np.array([0, 2]), steps=np.array([0]))
+        >>> a = OffPolicyAnalysis()
+        >>> a.update(batch)
+        >>> round(a.overall()["rollout_corr/kl"], 6)  # mean of (rollout − old) = log(2) / 2
+        0.346574
+    """
+
+    def __init__(self, options: AnalyzeOptions | None = None) -> None:
+        self.options = options or AnalyzeOptions()
+        self.stats = GroupedStats(ROW_STATISTICS)
+        self.sketch = QuantileSketch()
+
+    def update(self, batch: RaggedBatch) -> None:
+        """Fold one batch of rows into the per-step statistics."""
+        if batch.rows == 0:
+            return
+        slots = self.stats.slots_for(batch.steps)
+        log_ratio = masked_log_ratio(batch)
+        self.stats.add(
+            slots, row_statistics(batch, log_ratio, self.options.effective_veto_threshold)
+        )
+        token_slots = np.repeat(slots, batch.lengths)[batch.mask]
+        local, local_slots = np.unique(token_slots, return_inverse=True)
+        keys = self.stats.keys_of_slots(local)
+        self.sketch.add(local_slots.reshape(-1), log_ratio[batch.mask], keys)
+
+    def consume(self, batches: Iterable[RaggedBatch]) -> OffPolicyAnalysis:
+        for batch in batches:
+            self.update(batch)
+        return self
+
+    def steps(self) -> list[int]:
+        return self.stats.keys()
+
+    def _metrics(self, stats: dict[str, float], key: int | None) -> Metrics:
+        metrics = offpolicy_metrics(stats, legacy_veto=self.options.legacy_veto)
+        if stats["valid_tokens"] > 0:
+            for name, q in LOG_RATIO_QUANTILES.items():
+                metrics[f"rcdiag/log_ratio_{name}"] = self.sketch.quantile(key, q)
+        return metrics
+
+    def step_result(self, step: int) -> StepResult:
+        stats = self.stats.group(step)
+        return StepResult(
+            step=step,
+            rows=int(stats["rows"]),
+            valid_tokens=int(stats["valid_tokens"]),
+            metrics=self._metrics(stats, step),
+        )
+
+    def totals(self) -> dict[str, float]:
+        """Summed statistics of the whole dump (rows, positions, valid_tokens, …)."""
+        return self.stats.total()
+
+    def overall(self) -> Metrics:
+        """The whole dump as one batch."""
+        return self._metrics(self.stats.total(), None)

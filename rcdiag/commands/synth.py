@@ -1,0 +1,4 @@
+"""placeholder, replaced by the synth implementation"""
+
+def synth() -> None:
+    """Write a synthetic dump."""

@@ -1,0 +1,446 @@
+"""Streaming dump reader: discovery, column resolution, validation, conversion to ragged batches.
+
+A dump is one or more parquet files (contract §2): files, globs or directories (searched recursively;
+a ``step=N`` directory supplies the step when no step column exists). Files are read in record batches
+of about ``batch_tokens`` tokens with bounded read buffers, so memory does not grow with the dump.
+Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file, row, step and column.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rcdiag.errors import InputError, UsageError
+from rcdiag.metrics.ragged import RaggedBatch
+
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+
+DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
+    "rollout": ("rollout_log_probs", "rollout_log_prob"),
+    "training": ("old_log_probs", "old_log_prob", "training_log_probs"),
+    "mask": ("response_mask",),
+    "step": ("step",),
+}
+"""Column names tried in order for each role when the user names none (contract §2)."""
+
+_FLAG = {"rollout": "--rollout-col", "training": "--training-col", "mask": "--mask-col"}
+_FLAG["step"] = "--step-col"
+
+
+@dataclass(frozen=True)
+class ColumnNames:
+    """User-chosen column names; ``None`` means the defaults and aliases of :data:`DEFAULT_NAMES`."""
+
+    rollout: str | None = None
+    training: str | None = None
+    mask: str | None = None
+    step: str | None = None
+
+
+@dataclass(frozen=True)
+class StepSelection:
+    """Steps to keep: an explicit set and/or an inclusive range ``[start, stop]`` (open ends allowed).
+
+    Example:
+        >>> StepSelection.parse(steps="3:5").contains(np.array([2, 3, 5, 6]))
+        array([False,  True,  True, False])
+    """
+
+    only: frozenset[int] = field(default_factory=frozenset)
+    start: int | None = None
+    stop: int | None = None
+
+    @classmethod
+    def parse(cls, step: Sequence[int] = (), steps: str | None = None) -> StepSelection:
+        start = stop = None
+        if steps is not None:
+            match = re.fullmatch(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*", steps)
+            if not match:
+                raise UsageError(f"--steps {steps!r}: expected A:B (inclusive; A or B may be empty)")
+            start = int(match[1]) if match[1] else None
+            stop = int(match[2]) if match[2] else None
+        return cls(frozenset(step), start, stop)
+
+    @property
+    def is_everything(self) -> bool:
+        return not self.only and self.start is None and self.stop is None
+
+    def contains(self, steps: np.ndarray) -> np.ndarray:
+        in_range = np.ones(steps.shape, dtype=bool)
+        if self.start is not None:
+            in_range &= steps >= self.start
+        if self.stop is not None:
+            in_range &= steps <= self.stop
+        if self.only:
+            listed = np.isin(steps, np.fromiter(self.only, dtype=np.int64))
+            return listed | in_range if (self.start, self.stop) != (None, None) else listed
+        return in_range
+
+
+def discover(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand files, globs and directories (recursively) into a sorted, de-duplicated file list."""
+    if not paths:
+        raise UsageError("no input given: pass a parquet file, several, a glob or a directory")
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and p.suffix.lower() in PARQUET_SUFFIXES
+                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+            )
+            if not inside:
+                raise InputError(f"{path}: directory holds no parquet file (*.parquet, *.pq)")
+            found.extend(inside)
+        elif path.is_file():
+            found.append(path)
+        elif glob.has_magic(str(raw)):
+            matches = sorted(Path(p) for p in glob.glob(str(raw), recursive=True))
+            files = [p for p in matches if p.is_file()]
+            if not files:
+                raise InputError(f"{raw}: no file matches this pattern")
+            found.extend(files)
+        else:
+            raise InputError(f"{path}: no such file or directory")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return [Path(os.path.relpath(p)) if not Path(str(p)).is_absolute() else p for p in unique]
+
+
+def _hive_step(path: Path, step_column: str) -> int | None:
+    value = None
+    for part in path.parent.parts:
+        key, sep, raw = part.partition("=")
+        if sep and key == step_column:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise InputError(
+                    f"{path}: partition directory {part!r} does not hold an integer step"
+                ) from None
+    return value
+
+
+def _resolve(schema: pa.Schema, path: Path, role: str, chosen: str | None) -> str | None:
+    """The column playing ``role`` in this file, or None for an optional role that is absent."""
+    names = schema.names
+    candidates = (chosen,) if chosen else DEFAULT_NAMES[role]
+    for name in candidates:
+        if name in names:
+            return name
+    if role in ("mask", "step") and chosen is None:
+        return None
+    wanted = " or ".join(repr(c) for c in candidates)
+    close = difflib.get_close_matches(candidates[0], names, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r} ({_FLAG[role]} {close[0]})?" if close else ""
+    raise InputError(
+        f"{path}: no column {wanted}; columns are: {', '.join(names) or '(none)'}{hint}"
+    )
+
+
+def _row_of(offsets: np.ndarray, token: int) -> int:
+    return int(np.searchsorted(offsets, token, side="right") - 1)
+
+
+@dataclass
+class _FileColumns:
+    rollout: str
+    training: str
+    mask: str | None
+    step: str | None
+    hive_step: int | None
+
+
+@dataclass
+class DumpFile:
+    """One parquet file of a dump, opened (its footer read) but not yet scanned."""
+
+    path: Path
+    handle: pq.ParquetFile
+    columns: _FileColumns
+
+    @property
+    def rows(self) -> int:
+        return int(self.handle.metadata.num_rows)
+
+    def mean_row_length(self) -> float:
+        meta = self.handle.metadata
+        leaf = f"{self.columns.rollout}."
+        values = 0
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for c in range(group.num_columns):
+                col = group.column(c)
+                if col.path_in_schema.startswith(leaf):
+                    values += col.num_values
+        return values / max(1, meta.num_rows)
+
+
+def open_file(path: Path, names: ColumnNames) -> DumpFile:
+    """Read a file's footer and resolve its columns; raises InputError on anything unusable."""
+    try:
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
+        handle = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+    except InputError:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: not a readable parquet file ({reason})") from exc
+    schema = handle.schema_arrow
+    step_name = names.step or DEFAULT_NAMES["step"][0]
+    hive = _hive_step(path, step_name)
+    columns = _FileColumns(
+        rollout=str(_resolve(schema, path, "rollout", names.rollout)),
+        training=str(_resolve(schema, path, "training", names.training)),
+        mask=_resolve(schema, path, "mask", names.mask),
+        step=_resolve(schema, path, "step", names.step if hive is None else None),
+        hive_step=hive,
+    )
+    if names.step and columns.step is None and hive is None:
+        raise InputError(f"{path}: no column {names.step!r} and no {names.step}=N directory")
+    return DumpFile(path, handle, columns)
+
+
+Locate = Callable[[str, "int | None"], InputError]
+"""Builds the error for a message about a row of the current batch (None: about the column)."""
+
+
+def _list_values(
+    array: pa.Array, column: str, kinds: str, locate: Locate
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat values and per-row lengths of a list column, checking its type and nulls."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    list_type = array.type
+    is_list = (
+        pa.types.is_list(list_type)
+        or pa.types.is_large_list(list_type)
+        or pa.types.is_fixed_size_list(list_type)
+    )
+    if is_list:
+        value_type = list_type.value_type
+        is_list = (
+            pa.types.is_floating(value_type)
+            if kinds.startswith("float")
+            else pa.types.is_boolean(value_type) or pa.types.is_integer(value_type)
+        )
+    if not is_list:
+        raise locate(f"column {column!r} has type {list_type}; expected list<{kinds}>", None)
+    if array.null_count:
+        raise locate(f"column {column!r} is null", _first_true(array.is_null()))
+    lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(array)
+    if flat.null_count and not kinds.startswith("float"):
+        token = _first_true(flat.is_null())
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        row = _row_of(offsets, token)
+        raise locate(f"column {column!r} holds a null at position {token - offsets[row]}", row)
+    # Float nulls become NaN here, so they are judged like NaN: ignored when masked.
+    return flat.to_numpy(zero_copy_only=False), lengths
+
+
+def _first_true(flags: pa.Array) -> int:
+    return int(np.flatnonzero(flags.to_numpy(zero_copy_only=False))[0])
+
+
+class DumpReader:
+    """Streams a dump as :class:`~rcdiag.metrics.ragged.RaggedBatch` es of float64 log-probs.
+
+    Args:
+        paths: files, globs or directories.
+        columns: column names chosen by the user.
+        drop_nonfinite: mask NaN/±inf found at valid positions (counted in ``dropped_nonfinite``)
+            instead of raising.
+        selection: steps to keep.
+        batch_tokens: target tokens per yielded batch.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        columns: ColumnNames | None = None,
+        *,
+        drop_nonfinite: bool = False,
+        selection: StepSelection | None = None,
+        batch_tokens: int = 1 << 20,
+    ) -> None:
+        self.names = columns or ColumnNames()
+        self.files = [open_file(p, self.names) for p in discover(paths)]
+        self.drop_nonfinite = drop_nonfinite
+        self.selection = selection or StepSelection()
+        self.batch_tokens = batch_tokens
+        self.dropped_nonfinite = 0
+        self.rows_read = 0
+        self.tokens_read = 0
+
+    @property
+    def total_rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+    def batches(self) -> Iterator[RaggedBatch]:
+        """Every batch of every file, in file order, after validation and step selection."""
+        for dump_file in self.files:
+            yield from self._file_batches(dump_file)
+
+    def _file_batches(self, dump_file: DumpFile) -> Iterator[RaggedBatch]:
+        cols = dump_file.columns
+        wanted = [cols.rollout, cols.training]
+        wanted += [c for c in (cols.mask, cols.step) if c is not None and c not in wanted]
+        rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
+        first_row = 0
+        iterator = dump_file.handle.iter_batches(batch_size=rows_per_batch, columns=wanted)
+        while True:
+            try:
+                record_batch = next(iterator)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise InputError(
+                    f"{dump_file.path}: corrupt parquet data after row {first_row} ({reason})"
+                ) from exc
+            batch = self._convert(record_batch, dump_file, first_row)
+            first_row += record_batch.num_rows
+            self.rows_read += record_batch.num_rows
+            if batch is not None and batch.rows:
+                self.tokens_read += int(batch.offsets[-1])
+                yield batch
+
+    def _convert(
+        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int
+    ) -> RaggedBatch | None:
+        cols, path = dump_file.columns, dump_file.path
+        steps = self._steps(record_batch, dump_file, first_row)
+
+        def locate(message: str, row: int | None) -> InputError:
+            if row is None:
+                return InputError(f"{path}: {message}")
+            return InputError(f"{path}: row {first_row + row} (step {int(steps[row])}): {message}")
+
+        def values(column: str, kinds: str) -> tuple[np.ndarray, np.ndarray]:
+            return _list_values(record_batch.column(column), column, kinds, locate)
+
+        rollout, lengths = values(cols.rollout, "float32|float64")
+        old, old_lengths = values(cols.training, "float32|float64")
+        if cols.mask is not None:
+            mask_values, mask_lengths = values(cols.mask, "bool|int")
+            mask = mask_values != 0
+        else:
+            mask_lengths, mask = lengths, np.ones(lengths.sum(), dtype=bool)
+        for other, other_lengths in ((cols.training, old_lengths), (cols.mask, mask_lengths)):
+            if other is not None and not np.array_equal(lengths, other_lengths):
+                row = int(np.flatnonzero(lengths != other_lengths)[0])
+                raise locate(
+                    f"column {other!r} has {other_lengths[row]} entries but {cols.rollout!r} has "
+                    f"{lengths[row]}; the lists of a row must have equal length",
+                    row,
+                )
+        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        rollout = rollout.astype(np.float64, copy=False)
+        old = old.astype(np.float64, copy=False)
+        bad_rollout = ~np.isfinite(rollout)
+        bad_old = ~np.isfinite(old)
+        bad = (bad_rollout | bad_old) & mask
+        if bad.any():
+            if not self.drop_nonfinite:
+                token = int(np.flatnonzero(bad)[0])
+                row = _row_of(offsets, token)
+                column, value = (
+                    (cols.rollout, rollout[token])
+                    if bad_rollout[token]
+                    else (cols.training, old[token])
+                )
+                raise locate(
+                    f"column {column!r} holds {_describe(value)} at position "
+                    f"{token - offsets[row]}, a valid token (mask it, or pass --drop-nonfinite)",
+                    row,
+                )
+            self.dropped_nonfinite += int(bad.sum())
+            mask = mask & ~bad
+        batch = RaggedBatch(rollout=rollout, old=old, mask=mask, offsets=offsets, steps=steps)
+        if not self.selection.is_everything:
+            batch = batch.select_rows(self.selection.contains(steps))
+        return batch
+
+    def _steps(self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int) -> np.ndarray:
+        cols = dump_file.columns
+        rows = record_batch.num_rows
+        if cols.step is None:
+            return np.full(rows, dump_file.columns.hive_step or 0, dtype=np.int64)
+        array = record_batch.column(cols.step)
+        if not pa.types.is_integer(array.type):
+            raise InputError(
+                f"{dump_file.path}: column {cols.step!r} has type {array.type}; expected an integer"
+            )
+        if array.null_count:
+            row = _first_true(array.is_null())
+            raise InputError(
+                f"{dump_file.path}: row {first_row + row}: column {cols.step!r} is null"
+            )
+        return array.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _describe(value: float) -> str:
+    if np.isnan(value):
+        return "NaN"
+    return "+inf" if value > 0 else "-inf"
+
+
+T = TypeVar("T")
+
+
+def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """Iterate ``items`` on a background thread, ``depth`` items ahead.
+
+    Parquet decoding and the numpy work release the GIL, so reading the next batch overlaps the
+    computation on the current one. Exceptions are re-raised in the consumer.
+    """
+    done = object()
+    slots: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                slots.put(item)
+            slots.put(done)
+        except BaseException as exc:  # handed to the consumer
+            slots.put(exc)
+
+    worker = threading.Thread(target=produce, daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = slots.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                slots.get_nowait()
+            except queue.Empty:
+                worker.join(timeout=0.05)

@@ -1,0 +1,125 @@
+"""Writing dumps and result files atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROW_GROUP_TOKENS = 1 << 20
+"""Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success it replaces ``path`` in one rename.
+
+    Readers never see a half-written file and a failure leaves any existing ``path`` untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _as_numpy(x: Any) -> np.ndarray:
+    """A numpy view of a numpy array, torch tensor (any device) or nested sequence."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    flat = padded[np.arange(padded.shape[1])[None, :] < lengths[:, None]]
+    offsets = np.zeros(lengths.size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
+def write_dump(
+    path: str | Path,
+    rollout_log_probs: Any,
+    old_log_probs: Any,
+    response_mask: Any = None,
+    step: int | Any = 0,
+    *,
+    trim_padding: bool = True,
+    extra_columns: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write one batch of padded [B, T] log-probs as an rcdiag dump (one row per response).
+
+    Args:
+        path: the parquet file to write (atomically; parent directories are created). To build a
+            dump over training, write one file per step, e.g. ``dumps/step=12/part-0.parquet``.
+        rollout_log_probs: log π_rollout, [B, T] torch tensor or numpy array (float32 or float64;
+            the dtype is kept).
+        old_log_probs: log π_train of the same tokens, [B, T].
+        response_mask: [B, T] bool or integer mask; ``None`` means every position is valid.
+        step: the training step, one int for the batch or one per row.
+        trim_padding: drop each row's trailing masked positions (values under the mask are never
+            read, so this changes no metric and makes the file smaller).
+        extra_columns: per-row columns to add, e.g. ``{"uid": uids}`` (length B each).
+
+    Returns:
+        The path written.
+
+    Example:
+        >>> import numpy as np, tempfile, pyarrow.parquet as pq
+        >>> out = write_dump(tempfile.mkdtemp() + "/d.parquet", np.zeros((2, 3)), np.zeros((2, 3)),
+        ...                  np.array([[1, 1, 0], [1, 0, 0]]), step=5)
+        >>> pq.read_table(out).column("old_log_probs").to_pylist()
+        [[0.0, 0.0], [0.0]]
+    """
+    rollout = _as_numpy(rollout_log_probs)
+    old = _as_numpy(old_log_probs)
+    if rollout.ndim != 2 or rollout.shape != old.shape:
+        raise ValueError(
+            f"rollout_log_probs {rollout.shape} and old_log_probs {old.shape} must both be [B, T]"
+        )
+    if not (np.issubdtype(rollout.dtype, np.floating) and np.issubdtype(old.dtype, np.floating)):
+        raise ValueError("log-probs must be floating point")
+    rows, width = rollout.shape
+    mask = (
+        np.ones((rows, width), dtype=bool) if response_mask is None else _as_numpy(response_mask)
+    )
+    if mask.shape != rollout.shape:
+        raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
+    mask = mask != 0
+    if trim_padding and width:
+        last_valid = width - np.argmax(mask[:, ::-1], axis=1)
+        lengths = np.where(mask.any(axis=1), last_valid, 0)
+    else:
+        lengths = np.full(rows, width)
+    steps = np.broadcast_to(np.asarray(_as_numpy(step), dtype=np.int64), (rows,))
+    columns: dict[str, Any] = {
+        "rollout_log_probs": _list_column(rollout, lengths),
+        "old_log_probs": _list_column(old, lengths),
+        "response_mask": _list_column(mask, lengths),
+        "step": pa.array(steps),
+    }
+    for name, values in (extra_columns or {}).items():
+        array = _as_numpy(values)
+        if len(array) != rows:
+            raise ValueError(f"extra column {name!r} has {len(array)} entries; expected {rows}")
+        columns[name] = pa.array(list(array) if array.ndim > 1 else array)
+    table = pa.table(columns)
+    tokens_per_row = max(1.0, float(lengths.mean()) if rows else 1.0)
+    with atomic_write(path, "wb") as handle:
+        pq.write_table(
+            table, handle, row_group_size=max(1, int(ROW_GROUP_TOKENS / tokens_per_row))
+        )
+    return Path(path)

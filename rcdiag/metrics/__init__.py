@@ -1,0 +1,1 @@
+"""The pure compute core: functions of log-prob arrays, no I/O and no printing."""

@@ -1,0 +1,258 @@
+"""verl's off-policy diagnostic metrics (spec §2) plus rcdiag's own mismatch diagnostics.
+
+Notation (spec §1): per token ℓ = log π_train − log π_rollout (``old − rollout``), ρ = exp ℓ, valid
+tokens are those with mask ≠ 0. Per row i: n_i valid tokens, S_i = Σ_valid ℓ, a_i / b_i = masked mean of
+the training / rollout log-probs (Σ / (n_i + 1e-8), so 0 for an empty row), d_i = b_i − a_i. "Pooled"
+means Σ over all valid tokens of the batch divided by (V + 1e-8), V = Σ n_i. Row means run over all B
+rows, empty rows included. Clamping to ±20 happens exactly where verl clamps (chi2_token, chi2_seq and
+the IS-style weights), never in kl or k3_kl.
+
+Everything is computed as per-row sufficient statistics (:func:`row_statistics`) that are summed,
+maximised or minimised per step, and turned into metrics by :func:`offpolicy_metrics`; the overall value
+is the same formula applied to the statistics of every step together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.ragged import F64, RaggedBatch, segment_max, segment_sum
+
+SAFETY_BOUND = 20.0
+"""verl clamps log ratios to [−20, 20] before exponentiating them (spec §1)."""
+
+MASKED_MEAN_EPS = 1e-8
+"""verl's masked_mean divides by Σm + 1e-8 (spec §1)."""
+
+DEFAULT_VETO_THRESHOLD = 1e-4
+"""τ of verl's legacy geometric presets: a token with ρ < τ is catastrophic (spec §4.3)."""
+
+LOG_RATIO_QUANTILES: dict[str, float] = {
+    "p0.1": 0.001,
+    "p1": 0.01,
+    "p50": 0.5,
+    "p99": 0.99,
+    "p99.9": 0.999,
+}
+
+VERL_OFFPOLICY_METRICS: tuple[str, ...] = (
+    "rollout_corr/training_ppl",
+    "rollout_corr/training_log_ppl",
+    "rollout_corr/kl",
+    "rollout_corr/k3_kl",
+    "rollout_corr/rollout_ppl",
+    "rollout_corr/rollout_log_ppl",
+    "rollout_corr/log_ppl_diff",
+    "rollout_corr/log_ppl_abs_diff",
+    "rollout_corr/log_ppl_diff_max",
+    "rollout_corr/log_ppl_diff_min",
+    "rollout_corr/ppl_ratio",
+    "rollout_corr/chi2_token",
+    "rollout_corr/chi2_seq",
+)
+"""The 13 names ``compute_offpolicy_metrics`` logs, in every verl version."""
+
+LEGACY_VETO_METRICS: tuple[str, ...] = (
+    "rollout_corr/rollout_is_veto_fraction",
+    "rollout_corr/rollout_is_catastrophic_token_fraction",
+)
+"""Logged by verl in the legacy dialect whether or not the veto is enabled (spec §4.3)."""
+
+RCDIAG_METRICS: tuple[str, ...] = (
+    "rcdiag/veto_fraction",
+    "rcdiag/catastrophic_token_fraction",
+    "rcdiag/ess_token",
+    "rcdiag/ess_seq",
+    "rcdiag/abs_log_ratio_mean",
+    "rcdiag/abs_log_ratio_max",
+    "rcdiag/ratio_outside_0.9_1.1",
+    "rcdiag/ratio_outside_0.5_2",
+    *(f"rcdiag/log_ratio_{name}" for name in LOG_RATIO_QUANTILES),
+    "rcdiag/response_length_mean",
+    "rcdiag/response_length_max",
+)
+
+ROW_STATISTICS: dict[str, Kind] = {
+    "rows": "sum",
+    "positions": "sum",
+    "valid_tokens": "sum",
+    "nonempty_rows": "sum",
+    "training_ppl": "sum",
+    "training_log_ppl": "sum",
+    "rollout_ppl": "sum",
+    "rollout_log_ppl": "sum",
+    "log_ppl_diff": "sum",
+    "log_ppl_abs_diff": "sum",
+    "log_ppl_diff_max": "max",
+    "log_ppl_diff_min": "min",
+    "ppl_ratio": "sum",
+    "log_ratio": "sum",
+    "k3": "sum",
+    "chi2_token": "sum",
+    "chi2_seq": "sum",
+    "token_weight": "sum",
+    "token_weight_sq": "sum",
+    "seq_weight": "sum",
+    "seq_weight_sq": "sum",
+    "abs_log_ratio": "sum",
+    "abs_log_ratio_max": "max",
+    "outside_0.9_1.1": "sum",
+    "outside_0.5_2": "sum",
+    "catastrophic_tokens": "sum",
+    "vetoed_rows": "sum",
+    "length_max": "max",
+}
+"""The per-row sufficient statistics and how each combines across rows."""
+
+
+def masked_log_ratio(batch: RaggedBatch) -> F64:
+    """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is dropped)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(batch.mask, batch.old - batch.rollout, 0.0)
+
+
+def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
+    """Per-row sufficient statistics of :data:`ROW_STATISTICS` for one batch.
+
+    Args:
+        batch: the rows.
+        log_ratio: :func:`masked_log_ratio` of ``batch`` (passed in so callers compute it once).
+        veto_threshold: τ; a valid token with ℓ < log τ is catastrophic (spec §4.3, no clamp).
+
+    Every token function used below is 0 at ℓ = 0, so invalid positions (where ℓ was set to 0) add
+    nothing to the token sums; the ones that are not (weights, band and veto counts) are masked.
+    """
+    offsets, mask = batch.offsets, batch.mask
+    ell = log_ratio
+    n = segment_sum(mask, offsets)
+    length_denominator = n + MASKED_MEAN_EPS
+    a = segment_sum(np.where(mask, batch.old, 0.0), offsets) / length_denominator
+    b = segment_sum(np.where(mask, batch.rollout, 0.0), offsets) / length_denominator
+    d = b - a
+    seq_sum = segment_sum(ell, offsets)
+
+    expm1_ell = np.expm1(ell)
+    abs_ell = np.abs(ell)
+    if abs_ell.max(initial=0.0) > SAFETY_BOUND:
+        clamped = np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)
+        expm1_clamped = np.expm1(clamped)
+    else:  # the common case: clamping changes nothing, so skip two passes over the tokens
+        clamped, expm1_clamped = ell, expm1_ell
+    rho = expm1_ell + 1.0
+    seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
+    nonempty = n > 0
+    catastrophic = segment_sum((ell < np.log(veto_threshold)) & mask, offsets)
+
+    chi2_token = segment_sum(np.expm1(2.0 * clamped), offsets)
+    return {
+        "rows": np.ones(batch.rows),
+        "positions": batch.lengths.astype(np.float64),
+        "valid_tokens": n,
+        "nonempty_rows": nonempty.astype(np.float64),
+        "training_ppl": np.exp(-a),
+        "training_log_ppl": -a,
+        "rollout_ppl": np.exp(-b),
+        "rollout_log_ppl": -b,
+        "log_ppl_diff": d,
+        "log_ppl_abs_diff": np.abs(d),
+        "log_ppl_diff_max": d,
+        "log_ppl_diff_min": d,
+        "ppl_ratio": np.exp(d),
+        "log_ratio": seq_sum,
+        "k3": segment_sum(expm1_ell - ell, offsets),
+        "chi2_token": chi2_token,
+        "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
+        # w = exp(clamp ℓ): Σ_valid w = Σ_valid (w − 1) + n and Σ_valid w² = Σ_valid (w² − 1) + n,
+        # where the (w − 1) and (w² − 1) terms vanish at invalid positions.
+        "token_weight": segment_sum(expm1_clamped, offsets) + n,
+        "token_weight_sq": chi2_token + n,
+        "seq_weight": np.where(nonempty, seq_weight, 0.0),
+        "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
+        "abs_log_ratio": segment_sum(abs_ell, offsets),
+        "abs_log_ratio_max": segment_max(abs_ell, offsets, empty=0.0),
+        "outside_0.9_1.1": segment_sum((rho < 0.9) | (rho > 1.1), offsets),
+        "outside_0.5_2": segment_sum((rho < 0.5) | (rho > 2.0), offsets),
+        "catastrophic_tokens": catastrophic,
+        "vetoed_rows": (catastrophic > 0).astype(np.float64),
+        "length_max": n,
+    }
+
+
+def offpolicy_metrics(
+    stats: Mapping[str, float],
+    *,
+    legacy_veto: bool | None = None,
+) -> dict[str, float | None]:
+    """Metrics of one batch (a step, or the whole dump) from its summed row statistics.
+
+    .. math::
+        \\mathrm{kl} = \\frac{\\sum_{valid} -\\ell}{V + 10^{-8}},\\quad
+        \\mathrm{k3\\_kl} = \\frac{\\sum_{valid} e^{\\ell} - \\ell - 1}{V + 10^{-8}},\\quad
+        \\chi^2_{seq} = \\frac{1}{B}\\sum_i e^{2\\,\\mathrm{clamp}(S_i)} - 1
+
+    and likewise for every name of :data:`VERL_OFFPOLICY_METRICS` (spec §2). rcdiag's own metrics:
+    Kish ESS fraction (Σw)² / (N·Σw²) of the token weights w = exp(clamp ℓ) over the V valid tokens
+    (``ess_token``) and of the sequence weights exp(clamp S_i) over the rows with a valid token
+    (``ess_seq``); veto and catastrophic fractions as in spec §4.3; |ℓ| mean and max; the share of
+    valid tokens with ρ outside [0.9, 1.1] and [0.5, 2]; valid tokens per row (mean over all rows, max).
+
+    Args:
+        stats: the :data:`ROW_STATISTICS` summed over the batch's rows.
+        legacy_veto: ``None`` for the latest dialect (no veto metrics under verl's names); ``False``
+            for legacy without a veto threshold (both 0.0, as verl logged them); ``True`` for legacy
+            with a veto threshold (the fractions at that threshold).
+
+    Returns:
+        Metric name → value; every value is ``None`` when the batch has no valid token (verl raises
+        there), and the quantiles are left for the caller, which holds the sketch.
+    """
+    rows, valid = stats["rows"], stats["valid_tokens"]
+    names = list(VERL_OFFPOLICY_METRICS)
+    if legacy_veto is not None:
+        names += LEGACY_VETO_METRICS
+    names += RCDIAG_METRICS
+    if valid == 0:
+        return dict.fromkeys(names)
+    pooled = valid + MASKED_MEAN_EPS
+    out: dict[str, float | None] = {
+        "rollout_corr/training_ppl": stats["training_ppl"] / rows,
+        "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
+        "rollout_corr/kl": -stats["log_ratio"] / pooled,
+        "rollout_corr/k3_kl": stats["k3"] / pooled,
+        "rollout_corr/rollout_ppl": stats["rollout_ppl"] / rows,
+        "rollout_corr/rollout_log_ppl": stats["rollout_log_ppl"] / rows,
+        "rollout_corr/log_ppl_diff": stats["log_ppl_diff"] / rows,
+        "rollout_corr/log_ppl_abs_diff": stats["log_ppl_abs_diff"] / rows,
+        "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
+        "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
+        "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
+        "rollout_corr/chi2_token": stats["chi2_token"] / pooled,
+        "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
+    }
+    if legacy_veto is not None:
+        out["rollout_corr/rollout_is_veto_fraction"] = (
+            stats["vetoed_rows"] / rows if legacy_veto else 0.0
+        )
+        out["rollout_corr/rollout_is_catastrophic_token_fraction"] = (
+            stats["catastrophic_tokens"] / pooled if legacy_veto else 0.0
+        )
+    out.update(
+        {
+            "rcdiag/veto_fraction": stats["vetoed_rows"] / rows,
+            "rcdiag/catastrophic_token_fraction": stats["catastrophic_tokens"] / valid,
+            "rcdiag/ess_token": stats["token_weight"] ** 2 / (valid * stats["token_weight_sq"]),
+            "rcdiag/ess_seq": stats["seq_weight"] ** 2
+            / (stats["nonempty_rows"] * stats["seq_weight_sq"]),
+            "rcdiag/abs_log_ratio_mean": stats["abs_log_ratio"] / valid,
+            "rcdiag/abs_log_ratio_max": stats["abs_log_ratio_max"],
+            "rcdiag/ratio_outside_0.9_1.1": stats["outside_0.9_1.1"] / valid,
+            "rcdiag/ratio_outside_0.5_2": stats["outside_0.5_2"] / valid,
+            **{f"rcdiag/log_ratio_{name}": None for name in LOG_RATIO_QUANTILES},
+            "rcdiag/response_length_mean": valid / rows,
+            "rcdiag/response_length_max": stats["length_max"],
+        }
+    )
+    return out

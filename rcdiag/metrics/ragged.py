@@ -1,0 +1,107 @@
+"""Ragged token batches and vectorised per-row (segment) reductions.
+
+A batch of B responses is stored flat: token arrays of length N = Σ lengths, and ``offsets`` of length
+B + 1 with row i occupying ``[offsets[i], offsets[i+1])``. No padding is ever materialised, so padding
+width cannot change a value (spec §1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+Bool = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class RaggedBatch:
+    """B responses of per-token log-probs, flattened.
+
+    Args:
+        rollout: log π_rollout per token, float64 [N].
+        old: log π_train per token (verl's ``old_log_prob``), float64 [N].
+        mask: response mask, bool [N]; values under ``False`` are ignored whatever they hold.
+        offsets: int64 [B + 1], ``offsets[0] == 0`` and ``offsets[-1] == N``.
+        steps: training step of each row, int64 [B].
+    """
+
+    rollout: F64
+    old: F64
+    mask: Bool
+    offsets: I64
+    steps: I64
+
+    def __post_init__(self) -> None:
+        n = self.offsets[-1] if self.offsets.size else 0
+        if self.offsets.size == 0 or self.offsets[0] != 0:
+            raise ValueError("offsets must start at 0")
+        if not (self.rollout.shape == self.old.shape == self.mask.shape == (n,)):
+            raise ValueError("rollout, old and mask must be flat arrays of length offsets[-1]")
+        if self.steps.shape != (self.offsets.size - 1,):
+            raise ValueError("steps must have one entry per row")
+
+    @property
+    def rows(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @property
+    def lengths(self) -> I64:
+        return np.diff(self.offsets)
+
+    def select_rows(self, keep: Bool) -> RaggedBatch:
+        """The sub-batch of the rows where ``keep`` is true (order preserved)."""
+        if keep.all():
+            return self
+        lengths = self.lengths
+        token_keep = np.repeat(keep, lengths)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(lengths[keep], out=offsets[1:])
+        return RaggedBatch(
+            rollout=self.rollout[token_keep],
+            old=self.old[token_keep],
+            mask=self.mask[token_keep],
+            offsets=offsets,
+            steps=self.steps[keep],
+        )
+
+
+def _nonempty_starts(offsets: I64) -> tuple[Bool, I64]:
+    starts = offsets[:-1]
+    nonempty = offsets[1:] > starts
+    return nonempty, starts[nonempty]
+
+
+def segment_sum(values: NDArray[np.generic], offsets: I64) -> F64:
+    """Per-row sum Σ_{t ∈ row i} values[t]; an empty row sums to 0.
+
+    Example:
+        >>> segment_sum(np.array([1.0, 2.0, 3.0]), np.array([0, 2, 2, 3]))
+        array([3., 0., 3.])
+    """
+    out = np.zeros(offsets.size - 1, dtype=np.float64)
+    nonempty, starts = _nonempty_starts(offsets)
+    if starts.size:
+        out[nonempty] = np.add.reduceat(values, starts, dtype=np.float64)
+    return out
+
+
+def segment_max(values: F64, offsets: I64, empty: float = -np.inf) -> F64:
+    """Per-row maximum; an empty row gives ``empty``."""
+    out = np.full(offsets.size - 1, empty, dtype=np.float64)
+    nonempty, starts = _nonempty_starts(offsets)
+    if starts.size:
+        out[nonempty] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def segment_min(values: F64, offsets: I64, empty: float = np.inf) -> F64:
+    """Per-row minimum; an empty row gives ``empty``."""
+    out = np.full(offsets.size - 1, empty, dtype=np.float64)
+    nonempty, starts = _nonempty_starts(offsets)
+    if starts.size:
+        out[nonempty] = np.minimum.reduceat(values, starts)
+    return out
