@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rcdiag.errors import UsageError
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.errors import UsageError
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
@@ -90,10 +90,14 @@ class OffPolicyAnalysis:
         self.stats.add(
             slots, row_statistics(batch, log_ratio, self.options.effective_veto_threshold)
         )
-        token_slots = np.repeat(slots, batch.lengths)[batch.mask]
-        local, local_slots = np.unique(token_slots, return_inverse=True)
-        keys = self.stats.keys_of_slots(local)
-        self.sketch.add(local_slots.reshape(-1), log_ratio[batch.mask], keys)
+        local, local_of_row = np.unique(slots, return_inverse=True)
+        valid_log_ratio = log_ratio[batch.mask]
+        token_slots = (
+            np.zeros(valid_log_ratio.size, dtype=np.int64)
+            if local.size == 1
+            else np.repeat(local_of_row.reshape(-1), batch.lengths)[batch.mask]
+        )
+        self.sketch.add(token_slots, valid_log_ratio, self.stats.keys_of_slots(local))
 
     def consume(self, batches: Iterable[RaggedBatch]) -> OffPolicyAnalysis:
         for batch in batches:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,40 +37,62 @@ class HealthRule:
 HEALTH_RULES: tuple[HealthRule, ...] = (
     HealthRule("rollout_corr/kl", "abs>", 0.1, "warn", "verl docs: |kl| > 0.1 is a large mismatch"),
     HealthRule(
-        "rollout_corr/k3_kl", ">", 1e-3, "warn",
+        "rollout_corr/k3_kl",
+        ">",
+        1e-3,
+        "warn",
         "NeMo-RL gates bf16 at token KL < 1e-3; dense bf16 models sit at 1e-5…1e-3",
     ),
     HealthRule(
-        "rollout_corr/chi2_token", ">", 1.0, "fail",
+        "rollout_corr/chi2_token",
+        ">",
+        1.0,
+        "fail",
         "verl docs: chi2_token > 1 is severe (IS weight variance dominates)",
     ),
     HealthRule(
-        "rcdiag/abs_log_ratio_mean", ">", 0.1, "warn",
+        "rcdiag/abs_log_ratio_mean",
+        ">",
+        0.1,
+        "warn",
         "slime gates at mean |Δ log p| ≤ 0.1 (≈ 0.01 healthy bf16, ≈ 0.27 fp8 rollout)",
     ),
     HealthRule(
-        "rcdiag/veto_fraction", ">", 0.1, "warn",
+        "rcdiag/veto_fraction",
+        ">",
+        0.1,
+        "warn",
         "verl docs: more than 10% of sequences hold a catastrophic token",
     ),
     HealthRule(
-        "rollout_corr/rollout_is_veto_fraction", ">", 0.1, "warn",
+        "rollout_corr/rollout_is_veto_fraction",
+        ">",
+        0.1,
+        "warn",
         "verl docs: veto fraction > 0.1",
     ),
     HealthRule(
-        "rcdiag/ess_token", "<", 0.3, "warn",
+        "rcdiag/ess_token",
+        "<",
+        0.3,
+        "warn",
         "verl docs: effective sample size < 0.3 means few tokens carry the weight",
     ),
     HealthRule(
-        "rollout_corr/rollout_is_mean", "outside", (0.5, 2.0), "warn",
+        "rollout_corr/rollout_is_mean",
+        "outside",
+        (0.5, 2.0),
+        "warn",
         "verl docs: IS weight mean should stay within [0.5, 2.0]",
     ),
     HealthRule(
-        "rollout_corr/rollout_is_eff_sample_size", "<", 0.3, "warn",
+        "rollout_corr/rollout_is_eff_sample_size",
+        "<",
+        0.3,
+        "warn",
         "verl docs: IS effective sample size < 0.3",
     ),
-    HealthRule(
-        "rollout_corr/rollout_is_std", ">", 1.0, "warn", "verl docs: IS weight std > 1.0"
-    ),
+    HealthRule("rollout_corr/rollout_is_std", ">", 1.0, "warn", "verl docs: IS weight std > 1.0"),
 )
 
 
@@ -99,6 +121,10 @@ def evaluate(
     return checks
 
 
-def worst(statuses: list[str]) -> Status:
+def worst(statuses: Iterable[object]) -> Status:
     """The most severe of the given statuses (``ok`` for none)."""
-    return max(statuses, key=_SEVERITY.__getitem__, default="ok")  # type: ignore[return-value]
+    found: Status = "ok"
+    for status in statuses:
+        if _SEVERITY[str(status)] > _SEVERITY[found]:
+            found = status  # type: ignore[assignment]
+    return found

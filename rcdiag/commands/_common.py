@@ -20,9 +20,7 @@ EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
 EXIT_BAD_INPUT = 2
 
-DebugOption = Annotated[
-    bool, typer.Option("--debug", help="Show the full traceback on errors.")
-]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")]
 JsonOption = Annotated[
     Path | None,
     typer.Option("--json", help="Also write the results as JSON to this file (atomically)."),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -60,14 +59,16 @@ StepCol = Annotated[str | None, typer.Option("--step-col", help="Column of the t
 DropNonfinite = Annotated[
     bool,
     typer.Option(
-        "--drop-nonfinite", help="Mask NaN/±inf at valid positions (and count them) instead of failing."
+        "--drop-nonfinite",
+        help="Mask NaN/±inf at valid positions (and count them) instead of failing.",
     ),
 ]
 StepOption = Annotated[
     list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
 ]
 StepsOption = Annotated[
-    str | None, typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty).")
+    str | None,
+    typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty)."),
 ]
 
 
@@ -213,7 +214,9 @@ def _limit(check: dict[str, Any]) -> str:
 def step_table(steps: list[dict[str, Any]]) -> Table:
     """One row per step, or per range of consecutive steps (means; worst verdict) when many."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
-    title = "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst verdict)"
+    title = (
+        "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst verdict)"
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("step", justify="right")
     table.add_column("rows", justify="right")
@@ -223,7 +226,9 @@ def step_table(steps: list[dict[str, Any]]) -> Table:
     table.add_column("verdict")
     for start in range(0, len(steps), group):
         chunk = steps[start : start + group]
-        label = str(chunk[0]["step"]) if len(chunk) == 1 else f"{chunk[0]['step']}–{chunk[-1]['step']}"
+        label = (
+            str(chunk[0]["step"]) if len(chunk) == 1 else f"{chunk[0]['step']}–{chunk[-1]['step']}"
+        )
         values = []
         for name in STEP_COLUMNS:
             present = [s["metrics"][name] for s in chunk if s["metrics"].get(name) is not None]

@@ -8,6 +8,7 @@ Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file, r
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import glob
 import os
@@ -70,7 +71,9 @@ class StepSelection:
         if steps is not None:
             match = re.fullmatch(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*", steps)
             if not match:
-                raise UsageError(f"--steps {steps!r}: expected A:B (inclusive; A or B may be empty)")
+                raise UsageError(
+                    f"--steps {steps!r}: expected A:B (inclusive; A or B may be empty)"
+                )
             start = int(match[1]) if match[1] else None
             stop = int(match[2]) if match[2] else None
         return cls(frozenset(step), start, stop)
@@ -341,7 +344,7 @@ class DumpReader:
         old, old_lengths = values(cols.training, "float32|float64")
         if cols.mask is not None:
             mask_values, mask_lengths = values(cols.mask, "bool|int")
-            mask = mask_values != 0
+            mask = mask_values if mask_values.dtype == np.bool_ else mask_values != 0
         else:
             mask_lengths, mask = lengths, np.ones(lengths.sum(), dtype=bool)
         for other, other_lengths in ((cols.training, old_lengths), (cols.mask, mask_lengths)):
@@ -354,33 +357,46 @@ class DumpReader:
                 )
         offsets = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        rollout = rollout.astype(np.float64, copy=False)
-        old = old.astype(np.float64, copy=False)
-        bad_rollout = ~np.isfinite(rollout)
-        bad_old = ~np.isfinite(old)
-        bad = (bad_rollout | bad_old) & mask
+        batch = RaggedBatch(
+            rollout=rollout.astype(np.float64, copy=False),
+            old=old.astype(np.float64, copy=False),
+            mask=mask,
+            offsets=offsets,
+            steps=steps,
+        )
+        # ℓ is finite exactly when both log-probs are (barring overflow of their difference, which
+        # the slow path below reports as well); the core reuses the same ℓ.
+        bad = ~np.isfinite(batch.raw_log_ratio) & mask
         if bad.any():
             if not self.drop_nonfinite:
-                token = int(np.flatnonzero(bad)[0])
-                row = _row_of(offsets, token)
-                column, value = (
-                    (cols.rollout, rollout[token])
-                    if bad_rollout[token]
-                    else (cols.training, old[token])
-                )
-                raise locate(
-                    f"column {column!r} holds {_describe(value)} at position "
-                    f"{token - offsets[row]}, a valid token (mask it, or pass --drop-nonfinite)",
-                    row,
-                )
+                raise self._nonfinite_error(batch, bad, cols, locate)
             self.dropped_nonfinite += int(bad.sum())
-            mask = mask & ~bad
-        batch = RaggedBatch(rollout=rollout, old=old, mask=mask, offsets=offsets, steps=steps)
+            batch = dataclasses.replace(batch, mask=mask & ~bad)
         if not self.selection.is_everything:
             batch = batch.select_rows(self.selection.contains(steps))
         return batch
 
-    def _steps(self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int) -> np.ndarray:
+    @staticmethod
+    def _nonfinite_error(
+        batch: RaggedBatch, bad: np.ndarray, cols: _FileColumns, locate: Locate
+    ) -> InputError:
+        token = int(np.flatnonzero(bad)[0])
+        row = _row_of(batch.offsets, token)
+        position = token - int(batch.offsets[row])
+        for column, values in ((cols.rollout, batch.rollout), (cols.training, batch.old)):
+            if not np.isfinite(values[token]):
+                return locate(
+                    f"column {column!r} holds {_describe(values[token])} at position {position}, "
+                    "a valid token (mask it, or pass --drop-nonfinite)",
+                    row,
+                )
+        return locate(
+            f"log-probs at position {position} are finite but their difference overflows", row
+        )
+
+    def _steps(
+        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int
+    ) -> np.ndarray:
         cols = dump_file.columns
         rows = record_batch.num_rows
         if cols.step is None:

@@ -93,9 +93,7 @@ def write_dump(
     if not (np.issubdtype(rollout.dtype, np.floating) and np.issubdtype(old.dtype, np.floating)):
         raise ValueError("log-probs must be floating point")
     rows, width = rollout.shape
-    mask = (
-        np.ones((rows, width), dtype=bool) if response_mask is None else _as_numpy(response_mask)
-    )
+    mask = np.ones((rows, width), dtype=bool) if response_mask is None else _as_numpy(response_mask)
     if mask.shape != rollout.shape:
         raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
     mask = mask != 0
@@ -119,7 +117,5 @@ def write_dump(
     table = pa.table(columns)
     tokens_per_row = max(1.0, float(lengths.mean()) if rows else 1.0)
     with atomic_write(path, "wb") as handle:
-        pq.write_table(
-            table, handle, row_group_size=max(1, int(ROW_GROUP_TOKENS / tokens_per_row))
-        )
+        pq.write_table(table, handle, row_group_size=max(1, int(ROW_GROUP_TOKENS / tokens_per_row)))
     return Path(path)

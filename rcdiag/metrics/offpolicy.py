@@ -110,8 +110,7 @@ ROW_STATISTICS: dict[str, Kind] = {
 
 def masked_log_ratio(batch: RaggedBatch) -> F64:
     """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is dropped)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.where(batch.mask, batch.old - batch.rollout, 0.0)
+    return np.where(batch.mask, batch.raw_log_ratio, 0.0)
 
 
 def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:

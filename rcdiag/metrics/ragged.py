@@ -8,6 +8,7 @@ width cannot change a value (spec §1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,6 +44,12 @@ class RaggedBatch:
             raise ValueError("rollout, old and mask must be flat arrays of length offsets[-1]")
         if self.steps.shape != (self.offsets.size - 1,):
             raise ValueError("steps must have one entry per row")
+
+    @cached_property
+    def raw_log_ratio(self) -> F64:
+        """ℓ = old − rollout at every position; NaN/inf possible where the mask is 0."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self.old - self.rollout
 
     @property
     def rows(self) -> int:

@@ -1,12 +1,12 @@
 """A mergeable quantile sketch with a relative-error guarantee, kept per group (training step).
 
-Values are counted in logarithmic buckets (the DDSketch scheme): with γ = (1 + α) / (1 − α), a value x
-with |x| ≥ ``min_abs`` falls in bucket k = ⌈log_γ(|x| / min_abs)⌉ and is represented by
-sign(x) · min_abs · 2γᵏ / (γ + 1), which is within a factor (1 ± α) of x. Values with |x| < ``min_abs``
-are represented by 0. Hence ``quantile(q)`` returns the order statistic x₍⌊q(n−1)⌋₎ (0-based, ascending)
-to within relative error α, or absolute error ``min_abs`` when that statistic is smaller than ``min_abs``
-in magnitude. Memory is the number of distinct occupied buckets per group, at most about
-2·ln(max|x| / min_abs) / ln γ, independent of the number of values.
+Values are counted in log-linear buckets read straight off their float64 bit patterns (the HDR
+histogram scheme): a bucket keeps the sign, the exponent and the top ``mantissa_bits`` bits of the
+mantissa, so it spans [2ᵉ(1 + j/2ᵐ), 2ᵉ(1 + (j+1)/2ᵐ)) and its midpoint is within relative error
+2⁻⁽ᵐ⁺¹⁾ of every value in it (0.39 % for the default m = 7). Hence ``quantile(q)`` returns the order
+statistic x₍⌊q(n−1)⌋₎ (0-based, ascending) to within that relative error. Bucketing is two integer
+passes over the data, with no logarithm. Memory is the number of distinct occupied buckets per group:
+2ᵐ per power of two spanned, independent of the number of values.
 """
 
 from __future__ import annotations
@@ -16,53 +16,64 @@ import numpy as np
 from rcdiag.metrics.ragged import F64, I64
 
 _DENSE_LIMIT = 20_000_000
+_MAGNITUDE_BITS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 
 
 class QuantileSketch:
-    """Per-group log-bucketed histograms; see the module docstring for the error bound.
+    """Per-group log-linear histograms; see the module docstring for the error bound.
 
     Example:
-        >>> s = QuantileSketch(relative_accuracy=0.01)
+        >>> s = QuantileSketch()
         >>> s.add(np.zeros(5, dtype=np.int64), np.array([-2.0, -1.0, 0.0, 1.0, 3.0]), keys=[0])
-        >>> abs(s.quantile(0, 0.5)) < 1e-12, abs(s.quantile(0, 1.0) - 3.0) <= 0.03
-        (True, True)
+        >>> s.quantile(0, 0.5), abs(s.quantile(0, 1.0) / 3.0 - 1) <= s.relative_error
+        (0.0, True)
     """
 
-    def __init__(self, relative_accuracy: float = 0.005, min_abs: float = 1e-12) -> None:
-        if not 0.0 < relative_accuracy < 1.0:
-            raise ValueError("relative_accuracy must lie in (0, 1)")
-        self.relative_accuracy = relative_accuracy
-        self.min_abs = min_abs
-        self._gamma = (1.0 + relative_accuracy) / (1.0 - relative_accuracy)
-        self._log_gamma = float(np.log(self._gamma))
+    def __init__(self, mantissa_bits: int = 7) -> None:
+        if not 0 <= mantissa_bits <= 20:
+            raise ValueError("mantissa_bits must lie in [0, 20]")
+        self.relative_error = 2.0 ** -(mantissa_bits + 1)
+        self._shift = 52 - mantissa_bits
         self._buckets: dict[int, tuple[I64, I64]] = {}
 
     def _bucket_keys(self, values: F64) -> I64:
-        """Monotone integer key per value: 0 for |x| < min_abs, ±(k + 1) otherwise."""
-        magnitude = np.abs(values)
-        big = magnitude >= self.min_abs
-        k = np.zeros(values.size, dtype=np.int64)
-        k[big] = np.ceil(np.log(magnitude[big] / self.min_abs) / self._log_gamma).astype(np.int64)
-        return np.where(big, np.sign(values).astype(np.int64) * (k + 1), 0)
+        """A monotone integer key per value: order-preserving bits, truncated to the bucket."""
+        bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+        # Flip the magnitude bits of negatives so that integer order equals float order.
+        ordered = bits ^ ((bits >> 63) & _MAGNITUDE_BITS)
+        return ordered >> self._shift
+
+    def _representative(self, key: int) -> float:
+        low = np.array([key << self._shift, (key << self._shift) | ((1 << self._shift) - 1)])
+        bits = low ^ ((low >> 63) & _MAGNITUDE_BITS)
+        edges = bits.astype(np.int64).view(np.float64)
+        if edges[0] == 0.0 or edges[1] == 0.0 or np.sign(edges[0]) != np.sign(edges[1]):
+            return 0.0
+        # The midpoint of the bucket's magnitudes: within relative_error of every member.
+        return float((edges[0] + edges[1]) / 2.0)
 
     def add(self, slots: I64, values: F64, keys: list[int]) -> None:
         """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``)."""
         if values.size == 0:
             return
         bucket = self._bucket_keys(values)
+        if len(keys) == 1:
+            low = int(bucket.min())
+            counts = np.bincount(bucket - low)
+            occupied = np.flatnonzero(counts)
+            self._merge(keys[0], occupied + low, counts[occupied])
+            return
         low, high = int(bucket.min()), int(bucket.max())
         width = high - low + 1
         if len(keys) * width <= _DENSE_LIMIT:
-            counts = np.bincount(slots * width + (bucket - low), minlength=len(keys) * width)
-            table = counts.reshape(len(keys), width)
+            table = np.bincount(slots * width + (bucket - low), minlength=len(keys) * width)
+            table = table.reshape(len(keys), width)
             for j, key in enumerate(keys):
                 occupied = np.flatnonzero(table[j])
                 if occupied.size:
                     self._merge(key, occupied + low, table[j, occupied])
         else:  # many groups and a wide range in one batch: sort instead of a dense table
-            pairs, counts = np.unique(
-                np.stack([slots, bucket]), axis=1, return_counts=True
-            )
+            pairs, counts = np.unique(np.stack([slots, bucket]), axis=1, return_counts=True)
             for j, key in enumerate(keys):
                 sel = pairs[0] == j
                 if sel.any():
@@ -72,17 +83,8 @@ class QuantileSketch:
         have = self._buckets.get(key)
         if have is not None:
             buckets, inverse = np.unique(np.concatenate([have[0], buckets]), return_inverse=True)
-            counts = np.bincount(inverse, weights=np.concatenate([have[1], counts])).astype(
-                np.int64
-            )
+            counts = np.bincount(inverse, weights=np.concatenate([have[1], counts]))
         self._buckets[key] = (buckets.astype(np.int64), counts.astype(np.int64))
-
-    def _representative(self, bucket: int) -> float:
-        if bucket == 0:
-            return 0.0
-        k = abs(bucket) - 1
-        value = self.min_abs * 2.0 * self._gamma**k / (self._gamma + 1.0)
-        return float(np.sign(bucket)) * value
 
     def quantile(self, key: int | None, q: float) -> float:
         """Approximate x₍⌊q(n−1)⌋₎ of one group, or of all groups together when ``key`` is None."""
