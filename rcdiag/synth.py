@@ -9,7 +9,8 @@ Pure generation (seeded numpy, no printing) plus one writer. Per token the model
 
 where b ≤ 0 is the token's base log-prob (mostly near 0, a long tail toward −14), Z ~ N(0, 1),
 T_ν ~ Student-t(ν) (absent when ``tail_df`` is None), β = ``bias``, σ = ``noise``, τ = ``tail_scale``;
-on a fraction ``catastrophic_rate``·s_t of tokens ℓ is replaced by −U(8, 15). Then
+on a fraction ``catastrophic_rate``·s_t of tokens ℓ is replaced by −U(8, 15), and ℓ is clipped to
+[−30, 14]. Then
 log π_rollout = min(b, −ℓ) and log π_train = log π_rollout + ℓ, so both are ≤ 0 and ℓ is exactly
 the configured mismatch (only the rollout log-prob of a confident token is lowered when ℓ > 0).
 """
@@ -48,7 +49,7 @@ MIN_LOG_PROB = -14.0
 CATASTROPHIC_RANGE = (8.0, 15.0)
 """A catastrophic token has ℓ = −U(8, 15): π_train is e⁻⁸ … e⁻¹⁵ times π_rollout."""
 LOG_RATIO_CLIP = (-30.0, -MIN_LOG_PROB)
-"""ℓ is clipped here so heavy tails stay finite and log π_rollout ≥ −14 + min(0, −ℓ)."""
+"""ℓ is clipped to this range so heavy tails stay finite: log π_rollout ≥ −14, log π_train ≥ −44."""
 
 
 @dataclass(frozen=True)

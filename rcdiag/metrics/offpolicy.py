@@ -135,12 +135,12 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
 
     expm1_ell = np.expm1(ell)
     abs_ell = np.abs(ell)
-    if abs_ell.max(initial=0.0) > SAFETY_BOUND:
-        clamped = np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)
-        expm1_clamped = np.expm1(clamped)
-    else:  # the common case: clamping changes nothing, so skip two passes over the tokens
-        clamped, expm1_clamped = ell, expm1_ell
+    # Clamping usually changes nothing; then skip that pass over the tokens.
+    needs_clamp = abs_ell.max(initial=0.0) > SAFETY_BOUND
+    clamped = np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND) if needs_clamp else ell
     rho = expm1_ell + 1.0
+    # Summed directly (not as Σ(w − 1) + n): tiny weights would cancel against the ones.
+    token_weight = np.where(mask, np.exp(clamped), 0.0)
     seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
     nonempty = n > 0
     catastrophic = segment_sum((ell < np.log(veto_threshold)) & mask, offsets)
@@ -164,10 +164,8 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
         "k3": segment_sum(expm1_ell - ell, offsets),
         "chi2_token": chi2_token,
         "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
-        # w = exp(clamp ℓ): Σ_valid w = Σ_valid (w − 1) + n and Σ_valid w² = Σ_valid (w² − 1) + n,
-        # where the (w − 1) and (w² − 1) terms vanish at invalid positions.
-        "token_weight": segment_sum(expm1_clamped, offsets) + n,
-        "token_weight_sq": chi2_token + n,
+        "token_weight": segment_sum(token_weight, offsets),
+        "token_weight_sq": segment_sum(token_weight * token_weight, offsets),
         "seq_weight": np.where(nonempty, seq_weight, 0.0),
         "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
         "abs_log_ratio": segment_sum(abs_ell, offsets),
