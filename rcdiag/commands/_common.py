@@ -26,10 +26,11 @@ JsonOption = Annotated[
     typer.Option("--json", help="Also write the results as JSON to this file (atomically)."),
 ]
 
-stdout = Console()
-if not stdout.is_terminal:  # logs and pipes: wide enough for the step table, never wrapped
-    stdout = Console(width=140)
-stderr = Console(stderr=True)
+# soft_wrap: a message naming a long path stays one line (tables still fit the width).
+stdout = Console(soft_wrap=True)
+if not stdout.is_terminal:  # logs and pipes: wide enough for the step table
+    stdout = Console(width=140, soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,1 @@
+"""verl's rollout correction on a dump: configurations, presets, IS weights, rejection, metrics."""
