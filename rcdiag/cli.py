@@ -6,7 +6,7 @@ import ctypes
 
 import typer
 
-from rcdiag.commands import analyze, synth
+from rcdiag.commands import analyze, compare_presets, presets, synth
 
 app = typer.Typer(
     name="rcdiag",
@@ -17,6 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command(name="analyze")(analyze.analyze)
+app.command(name="compare-presets")(compare_presets.compare_presets)
+app.command(name="presets")(presets.presets)
 app.command(name="synth")(synth.synth)
 
 

@@ -12,9 +12,12 @@ from typing import Any
 
 from rcdiag import __version__
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
+from rcdiag.correction.sweep import Sweep
 from rcdiag.errors import InputError
 from rcdiag.health import evaluate
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
+from rcdiag.metrics.ragged import RaggedBatch
 
 SCHEMA_VERSION = 1
 
@@ -41,25 +44,30 @@ Progress = Callable[[int, int], None]
 """Called as ``progress(rows_read, total_rows)`` after each batch."""
 
 
-def analyze_dump(
-    dump: DumpSpec, options: AnalyzeOptions, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Read the dump once and return the ``rcdiag analyze`` JSON document (contract §4).
-
-    Raises:
-        InputError: unreadable input, or a dump (or step selection) without any valid token.
-    """
+def stream(
+    dump: DumpSpec, update: Callable[[RaggedBatch], None], progress: Progress | None
+) -> DumpReader:
+    """Read the dump once, handing every batch to ``update``; returns the exhausted reader."""
     reader = dump.reader()
-    analysis = OffPolicyAnalysis(options)
     total = reader.total_rows
     for batch in prefetch(reader.batches()):
-        analysis.update(batch)
+        update(batch)
         if progress is not None:
             progress(reader.rows_read, total)
+    return reader
+
+
+def source_info(
+    dump: DumpSpec, reader: DumpReader, totals: dict[str, float], steps: int
+) -> dict[str, Any]:
+    """The ``source`` object of every result document.
+
+    Raises:
+        InputError: the dump (or the selected steps) holds no row or no valid token.
+    """
     where = ", ".join(str(f.path) for f in reader.files[:3]) + (
         ", …" if len(reader.files) > 3 else ""
     )
-    totals = analysis.totals()
     selected = "" if dump.selection.is_everything else " in the selected steps"
     if totals["rows"] == 0:
         raise InputError(f"{where}: the dump holds no rows{selected}")
@@ -68,20 +76,36 @@ def analyze_dump(
             f"{where}: no valid token{selected} (every response_mask position is 0); "
             "verl would raise 'response_mask must contain at least one valid token'"
         )
+    return {
+        "paths": [str(f.path) for f in reader.files],
+        "rows": int(totals["rows"]),
+        "tokens": int(totals["positions"]),
+        "valid_tokens": int(totals["valid_tokens"]),
+        "steps": steps,
+        "dropped_nonfinite": reader.dropped_nonfinite,
+    }
+
+
+def header(dialect: str) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "rcdiag_version": __version__, "dialect": dialect}
+
+
+def analyze_dump(
+    dump: DumpSpec, options: AnalyzeOptions, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Read the dump once and return the ``rcdiag analyze`` JSON document (contract §4).
+
+    Raises:
+        InputError: unreadable input, or a dump (or step selection) without any valid token.
+    """
+    analysis = OffPolicyAnalysis(options)
+    reader = stream(dump, analysis.update, progress)
+    source = source_info(dump, reader, analysis.totals(), len(analysis.steps()))
     overall = analysis.overall()
     steps = [analysis.step_result(s) for s in analysis.steps()]
     return {
-        "schema_version": SCHEMA_VERSION,
-        "rcdiag_version": __version__,
-        "dialect": options.dialect,
-        "source": {
-            "paths": [str(f.path) for f in reader.files],
-            "rows": int(totals["rows"]),
-            "tokens": int(totals["positions"]),
-            "valid_tokens": int(totals["valid_tokens"]),
-            "steps": len(steps),
-            "dropped_nonfinite": reader.dropped_nonfinite,
-        },
+        **header(options.dialect),
+        "source": source,
         "options": {
             "veto_threshold": options.veto_threshold,
             "effective_veto_threshold": options.effective_veto_threshold,
@@ -94,6 +118,61 @@ def analyze_dump(
         ],
         "checks": evaluate(overall),
     }
+
+
+def _configuration_result(comparison: PresetComparison, named: NamedConfig) -> dict[str, Any]:
+    steps = comparison.steps()
+    step_summaries = [(s, comparison.summary(named.name, s)) for s in steps]
+    summary: dict[str, Any] = dict(comparison.summary(named.name))
+    summary["worst_steps"] = worst_steps(step_summaries)
+    summary["fully_rejected_steps"] = [
+        s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
+    ]
+    return {
+        "name": named.name,
+        "config": dict(named.config),
+        "overall": comparison.metrics(named.name),
+        "summary": summary,
+        "steps": [
+            {"step": s, "metrics": comparison.metrics(named.name, s), "summary": fig}
+            for s, fig in step_summaries
+        ],
+    }
+
+
+def compare_dump(
+    dump: DumpSpec,
+    configs: Sequence[NamedConfig],
+    dialect: str,
+    sweep: Sweep | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Read the dump once and return the ``rcdiag compare-presets`` JSON document (contract §4).
+
+    Sweep points, when asked for, are evaluated in the same pass and listed under ``sweep``.
+    """
+    everything = [*configs, *(sweep.configs if sweep else ())]
+    comparison = PresetComparison(everything)
+    reader = stream(dump, comparison.update, progress)
+    source = source_info(dump, reader, comparison.base.total(), len(comparison.steps()))
+    document: dict[str, Any] = {
+        **header(dialect),
+        "source": source,
+        "presets": [_configuration_result(comparison, c) for c in configs],
+    }
+    if sweep is not None:
+        document["sweep"] = {
+            "target": sweep.target,
+            "points": [
+                {
+                    "threshold": threshold,
+                    "config": dict(c.config),
+                    "summary": comparison.summary(c.name),
+                }
+                for threshold, c in zip(sweep.thresholds, sweep.configs, strict=True)
+            ],
+        }
+    return document
 
 
 def empty_steps(document: dict[str, Any]) -> list[int]:

@@ -13,8 +13,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from rcdiag.errors import RcdiagError
+from rcdiag.dialects import DIALECTS, Dialect
+from rcdiag.errors import RcdiagError, UsageError
+from rcdiag.io.reader import ColumnNames, StepSelection
 from rcdiag.io.writer import atomic_write
+from rcdiag.results import DumpSpec
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -65,3 +68,64 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     with atomic_write(path) as handle:
         json.dump(json_safe(document), handle, indent=2, allow_nan=False)
         handle.write("\n")
+
+
+PathsArgument = Annotated[
+    list[str], typer.Argument(help="Parquet files, globs or directories (read recursively).")
+]
+DialectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dialect", help="verl version to match: latest (Aug 2026) or legacy (PR #4070, Nov 2025)."
+    ),
+]
+RolloutCol = Annotated[
+    str | None, typer.Option("--rollout-col", help="Column of rollout log-probs.")
+]
+TrainingCol = Annotated[
+    str | None, typer.Option("--training-col", help="Column of trainer (old) log-probs.")
+]
+MaskCol = Annotated[str | None, typer.Option("--mask-col", help="Column of the response mask.")]
+StepCol = Annotated[str | None, typer.Option("--step-col", help="Column of the training step.")]
+DropNonfinite = Annotated[
+    bool,
+    typer.Option(
+        "--drop-nonfinite",
+        help="Mask NaN/±inf at valid positions (and count them) instead of failing.",
+    ),
+]
+StepOption = Annotated[
+    list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
+]
+StepsOption = Annotated[
+    str | None,
+    typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty)."),
+]
+
+
+def parse_dialect(value: str | None) -> Dialect | None:
+    """The ``--dialect`` value checked (None when not given)."""
+    if value is None:
+        return None
+    if value not in DIALECTS:
+        raise UsageError(f"--dialect {value!r}: expected one of {', '.join(DIALECTS)}")
+    return value  # type: ignore[return-value]
+
+
+def dump_spec(
+    paths: list[str],
+    rollout_col: str | None,
+    training_col: str | None,
+    mask_col: str | None,
+    step_col: str | None,
+    drop_nonfinite: bool,
+    step: list[int] | None,
+    steps: str | None,
+) -> DumpSpec:
+    """The dump options every reading command shares."""
+    return DumpSpec(
+        paths=paths,
+        columns=ColumnNames(rollout_col, training_col, mask_col, step_col),
+        drop_nonfinite=drop_nonfinite,
+        selection=StepSelection.parse(step or (), steps),
+    )

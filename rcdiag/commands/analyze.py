@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -12,16 +14,27 @@ from rich.table import Table
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.commands._common import (
     DebugOption,
+    DialectOption,
+    DropNonfinite,
     JsonOption,
+    MaskCol,
+    PathsArgument,
+    RolloutCol,
+    StepCol,
+    StepOption,
+    StepsOption,
+    TrainingCol,
     cli_errors,
+    dump_spec,
+    parse_dialect,
     stderr,
     stdout,
     write_json,
 )
-from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.health import evaluate, worst
-from rcdiag.io.reader import ColumnNames, StepSelection
 from rcdiag.results import DumpSpec, analyze_dump, empty_steps
+from rcdiag.results import Progress as Progress_
 
 STEP_TABLE_ROWS = 40
 """Up to this many steps are listed one per row; beyond it, consecutive steps are grouped."""
@@ -39,71 +52,11 @@ STEP_COLUMNS: dict[str, str] = {
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
-PathsArgument = Annotated[
-    list[str], typer.Argument(help="Parquet files, globs or directories (read recursively).")
-]
-DialectOption = Annotated[
-    str,
-    typer.Option(
-        "--dialect", help="verl version to match: latest (Aug 2026) or legacy (PR #4070, Nov 2025)."
-    ),
-]
-RolloutCol = Annotated[
-    str | None, typer.Option("--rollout-col", help="Column of rollout log-probs.")
-]
-TrainingCol = Annotated[
-    str | None, typer.Option("--training-col", help="Column of trainer (old) log-probs.")
-]
-MaskCol = Annotated[str | None, typer.Option("--mask-col", help="Column of the response mask.")]
-StepCol = Annotated[str | None, typer.Option("--step-col", help="Column of the training step.")]
-DropNonfinite = Annotated[
-    bool,
-    typer.Option(
-        "--drop-nonfinite",
-        help="Mask NaN/±inf at valid positions (and count them) instead of failing.",
-    ),
-]
-StepOption = Annotated[
-    list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
-]
-StepsOption = Annotated[
-    str | None,
-    typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty)."),
-]
-
-
-def parse_dialect(value: str) -> Dialect:
-    from rcdiag.dialects import DIALECTS
-    from rcdiag.errors import UsageError
-
-    if value not in DIALECTS:
-        raise UsageError(f"--dialect {value!r}: expected one of {', '.join(DIALECTS)}")
-    return value  # type: ignore[return-value]
-
-
-def dump_spec(
-    paths: list[str],
-    rollout_col: str | None,
-    training_col: str | None,
-    mask_col: str | None,
-    step_col: str | None,
-    drop_nonfinite: bool,
-    step: list[int] | None,
-    steps: str | None,
-) -> DumpSpec:
-    """The dump options every reading command shares."""
-    return DumpSpec(
-        paths=paths,
-        columns=ColumnNames(rollout_col, training_col, mask_col, step_col),
-        drop_nonfinite=drop_nonfinite,
-        selection=StepSelection.parse(step or (), steps),
-    )
-
 
 def analyze(
     paths: PathsArgument,
     json_path: JsonOption = None,
-    dialect: DialectOption = DEFAULT_DIALECT,
+    dialect: DialectOption = None,
     veto_threshold: Annotated[
         float | None,
         typer.Option(
@@ -124,7 +77,9 @@ def analyze(
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
-        options = AnalyzeOptions(dialect=parse_dialect(dialect), veto_threshold=veto_threshold)
+        options = AnalyzeOptions(
+            dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
+        )
         spec = dump_spec(
             paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
         )
@@ -137,8 +92,9 @@ def analyze(
             stderr.print(f"wrote {json_path}")
 
 
-def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> dict[str, Any]:
-    """Analyse with a progress bar on stderr (hidden with ``quiet`` or when not a terminal)."""
+@contextlib.contextmanager
+def progress_bar(quiet: bool) -> Iterator[Progress_]:
+    """A rows-read progress bar on stderr (hidden with ``quiet``), yielding its update function."""
     with Progress(
         TextColumn("reading"),
         BarColumn(),
@@ -154,6 +110,12 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> d
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
+        yield advance
+
+
+def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> dict[str, Any]:
+    """Analyse with a progress bar; warn about empty steps and dropped tokens."""
+    with progress_bar(quiet) as advance:
         document = analyze_dump(spec, options, advance)
     for s in empty_steps(document):
         stderr.print(

@@ -37,8 +37,14 @@ RS_OPTIONS: tuple[str, ...] = (
 
 LEGACY_RS_LEVELS: tuple[str, ...] = ("token", "sequence", "geometric")
 
-COMMON_KEYS = ("rollout_is", "rollout_is_threshold", "rollout_is_batch_normalize")
-COMMON_KEYS += ("rollout_rs", "rollout_rs_threshold", "bypass_mode")
+COMMON_KEYS: tuple[str, ...] = (
+    "rollout_is",
+    "rollout_is_threshold",
+    "rollout_is_batch_normalize",
+    "rollout_rs",
+    "rollout_rs_threshold",
+    "bypass_mode",
+)
 LATEST_ONLY_KEYS = ("loss_type",)
 LEGACY_ONLY_KEYS = (
     "rollout_rs_threshold_lower",

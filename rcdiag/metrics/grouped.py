@@ -1,26 +1,59 @@
 """Sufficient statistics kept per group (training step), merged exactly into an overall total.
 
-Every metric rcdiag streams is a function of sums, maxima and minima over rows or tokens. Keeping those
-per step lets one pass give both the per-step values and the overall value (the whole dump as one batch)
-from the same finalising formula, so the math exists once.
+Every metric rcdiag streams is a function of sums, maxima, minima and moments over rows or tokens.
+Keeping those per step lets one pass give both the per-step values and the overall value (the whole
+dump as one batch) from the same finalising formula, so the math exists once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from rcdiag.metrics.ragged import F64, I64
 
-Kind = Literal["sum", "max", "min"]
+Kind = Literal["sum", "max", "min", "moments"]
 
-_IDENTITY: dict[Kind, float] = {"sum": 0.0, "max": -np.inf, "min": np.inf}
+_IDENTITY: dict[str, float] = {"sum": 0.0, "max": -np.inf, "min": np.inf}
+
+
+class Moments(NamedTuple):
+    """Count, mean and sum of squared deviations (M2) of a set of values, one entry per row or group.
+
+    Kept instead of Σx and Σx² so that a variance never suffers cancellation against the mean.
+    """
+
+    n: F64
+    mean: F64
+    m2: F64
+
+
+def merge_moments(slots: I64, parts: Moments, size: int) -> Moments:
+    """Chan et al.'s exact parallel combination of ``parts`` into ``size`` groups by ``slots``."""
+    n = np.bincount(slots, weights=parts.n, minlength=size).astype(np.float64)
+    total = np.bincount(slots, weights=parts.n * parts.mean, minlength=size)
+    mean = np.divide(total, n, out=np.zeros(size), where=n > 0)
+    spread = parts.n * (parts.mean - mean[slots]) ** 2
+    m2 = np.bincount(slots, weights=parts.m2 + spread, minlength=size).astype(np.float64)
+    return Moments(n, mean, m2)
+
+
+def _combine(a: Moments, b: Moments) -> Moments:
+    n = a.n + b.n
+    safe = np.where(n > 0, n, 1.0)
+    delta = b.mean - a.mean
+    mean = a.mean + delta * np.where(n > 0, b.n / safe, 0.0)
+    m2 = a.m2 + b.m2 + delta**2 * a.n * b.n / safe
+    return Moments(n, mean, m2)
 
 
 class GroupedStats:
-    """Named statistics, one value per group, each combined by ``sum``, ``max`` or ``min``.
+    """Named statistics, one value per group, combined by ``sum``, ``max``, ``min`` or ``moments``.
+
+    A ``moments`` statistic takes :class:`Moments` per row and reads back as three entries,
+    ``name.n``, ``name.mean`` and ``name.m2``.
 
     Example:
         >>> g = GroupedStats({"n": "sum", "hi": "max"})
@@ -34,7 +67,13 @@ class GroupedStats:
         self.kinds: dict[str, Kind] = dict(kinds)
         self._slot_of: dict[int, int] = {}
         self._key_of: list[int] = []
-        self._data: dict[str, F64] = {name: np.empty(0) for name in self.kinds}
+        self._data: dict[str, F64] = {}
+        self._moments: dict[str, Moments] = {}
+        for name, kind in self.kinds.items():
+            if kind == "moments":
+                self._moments[name] = Moments(np.empty(0), np.empty(0), np.empty(0))
+            else:
+                self._data[name] = np.empty(0)
 
     def slots_for(self, keys: I64) -> I64:
         """Slot index of each row's group key, creating slots for keys not seen before."""
@@ -46,7 +85,7 @@ class GroupedStats:
                 slot = self._slot_of[key] = len(self._key_of)
                 self._key_of.append(key)
             slot_of_unique[j] = slot
-        self._grow(len(self._slot_of))
+        self._grow(len(self._key_of))
         return slot_of_unique[inverse.reshape(-1)]
 
     def _grow(self, n: int) -> None:
@@ -55,15 +94,29 @@ class GroupedStats:
                 grown = np.full(max(n, 2 * arr.size), _IDENTITY[self.kinds[name]])
                 grown[: arr.size] = arr
                 self._data[name] = grown
-
-    def add(self, slots: I64, values: Mapping[str, F64]) -> None:
-        """Fold one value per row into the row's group for every named statistic."""
-        for name, kind in self.kinds.items():
-            arr, vals = self._data[name], values[name]
-            if kind == "sum":
-                arr[: len(self._slot_of)] += np.bincount(
-                    slots, weights=vals, minlength=len(self._slot_of)
+        for name, m in self._moments.items():
+            if m.n.size < n:
+                size = max(n, 2 * m.n.size)
+                self._moments[name] = Moments(
+                    *(np.concatenate([part, np.zeros(size - part.size)]) for part in m)
                 )
+
+    def add(self, slots: I64, values: Mapping[str, F64 | Moments]) -> None:
+        """Fold one value per row into the row's group for every named statistic."""
+        size = len(self._key_of)
+        for name, kind in self.kinds.items():
+            vals = values[name]
+            if isinstance(vals, Moments):
+                have = self._moments[name]
+                merged = _combine(
+                    Moments(*(part[:size] for part in have)), merge_moments(slots, vals, size)
+                )
+                for part, new in zip(have, merged, strict=True):
+                    part[:size] = new
+                continue
+            arr = self._data[name]
+            if kind == "sum":
+                arr[:size] += np.bincount(slots, weights=vals, minlength=size)
             elif kind == "max":
                 np.maximum.at(arr, slots, vals)
             else:
@@ -79,8 +132,7 @@ class GroupedStats:
 
     def group(self, key: int) -> dict[str, float]:
         """The statistics of one group."""
-        slot = self._slot_of[key]
-        return {name: float(arr[slot]) for name, arr in self._data.items()}
+        return self.total([key])
 
     def total(self, keys: Iterable[int] | None = None) -> dict[str, float]:
         """The statistics of the union of the given groups (default: all of them)."""
@@ -98,4 +150,8 @@ class GroupedStats:
                 out[name] = float(picked.max())
             else:
                 out[name] = float(picked.min())
+        for name, m in self._moments.items():
+            chosen_moments = Moments(*(part[slots] for part in m))
+            one = merge_moments(np.zeros(slots.size, dtype=np.int64), chosen_moments, 1)
+            out[f"{name}.n"], out[f"{name}.mean"], out[f"{name}.m2"] = (float(p[0]) for p in one)
         return out

@@ -1,0 +1,195 @@
+"""``rcdiag compare-presets``: what each rollout-correction configuration would do to a dump."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rcdiag.commands._common import (
+    DebugOption,
+    DialectOption,
+    DropNonfinite,
+    JsonOption,
+    MaskCol,
+    PathsArgument,
+    RolloutCol,
+    StepCol,
+    StepOption,
+    StepsOption,
+    TrainingCol,
+    cli_errors,
+    dump_spec,
+    parse_dialect,
+    stderr,
+    stdout,
+    write_json,
+)
+from rcdiag.commands.analyze import fmt, progress_bar
+from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
+from rcdiag.correction.loading import resolve_configs
+from rcdiag.correction.sweep import build_sweep
+from rcdiag.errors import UsageError
+from rcdiag.results import compare_dump
+
+COLUMNS: dict[str, str] = {
+    "kept_token_share": "kept tok",
+    "kept_sequence_share": "seq untouched",
+    "rejected_sequence_share": "seq rejected",
+    "weight_mass_removed": "IS mass cut",
+    "ess": "ESS",
+    "max_weight": "max w",
+}
+PERCENT = {
+    "kept_token_share",
+    "kept_sequence_share",
+    "rejected_sequence_share",
+    "weight_mass_removed",
+}
+
+
+def compare_presets(
+    paths: PathsArgument,
+    preset: Annotated[
+        list[str] | None,
+        typer.Option("--preset", "-p", help="A preset to compare (repeatable; default: all)."),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="A YAML configuration (repeatable): rollout-correction keys, bare or under "
+            "algorithm: rollout_correction:. Named after the file.",
+        ),
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="Also evaluate a grid of thresholds for a criterion (e.g. seq_mean_k1) or an IS "
+            "level (is_token, is_sequence; legacy also rs_token, rs_sequence, rs_geometric).",
+        ),
+    ] = None,
+    grid: Annotated[
+        str | None,
+        typer.Option(
+            "--grid", help="Comma-separated thresholds for --sweep (default: per target)."
+        ),
+    ] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option("--sort", help=f"Sort the table by a figure: {', '.join(SUMMARY_FIGURES)}."),
+    ] = None,
+    json_path: JsonOption = None,
+    dialect: DialectOption = None,
+    step: StepOption = None,
+    steps: StepsOption = None,
+    rollout_col: RolloutCol = None,
+    training_col: TrainingCol = None,
+    mask_col: MaskCol = None,
+    step_col: StepCol = None,
+    drop_nonfinite: DropNonfinite = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    debug: DebugOption = False,
+) -> None:
+    """Dry-run rollout-correction presets and your own configurations on a dump, in one pass."""
+    with cli_errors(debug):
+        if sort is not None and sort not in SUMMARY_FIGURES:
+            raise UsageError(f"--sort {sort!r}: expected one of {', '.join(SUMMARY_FIGURES)}")
+        if grid is not None and sweep is None:
+            raise UsageError("--grid needs --sweep")
+        chosen, configs = resolve_configs(preset or (), config or (), parse_dialect(dialect))
+        planned_sweep = None
+        if sweep is not None:
+            values = [v.strip() for v in grid.split(",") if v.strip()] if grid else None
+            planned_sweep = build_sweep(sweep, chosen, values)
+            if preset is None and config is None:
+                configs = []  # a sweep alone: only its grid
+        spec = dump_spec(
+            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
+        )
+        with progress_bar(quiet) as advance:
+            document = compare_dump(spec, configs, chosen, planned_sweep, advance)
+        if json_path is not None:
+            write_json(json_path, document)
+    if quiet:
+        return
+    show(document, sort)
+    if json_path is not None:
+        stderr.print(f"wrote {json_path}")
+
+
+def _cell(figure: str, value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{100 * value:.2f}%" if figure in PERCENT else fmt(value)
+
+
+def _sort_key(figure: str) -> Any:
+    def key(entry: dict[str, Any]) -> float:
+        value = entry["summary"].get(figure)
+        if value is None or math.isnan(value):
+            return math.inf
+        return value if figure not in WORSE_WHEN_LOWER else -value
+
+    return key
+
+
+def worst_step_table(presets: list[dict[str, Any]]) -> Table:
+    """For each configuration and figure, its worst step: value @ step."""
+    table = Table(title="Worst step of each figure (value @ step)", title_justify="left")
+    table.add_column("configuration")
+    for label in COLUMNS.values():
+        table.add_column(label, justify="right")
+    for entry in presets:
+        cells = []
+        for figure in COLUMNS:
+            worst = entry["summary"]["worst_steps"].get(figure)
+            cells.append(
+                "–" if worst is None else f"{_cell(figure, worst['value'])} @{worst['step']}"
+            )
+        table.add_row(entry["name"], *cells)
+    return table
+
+
+def show(document: dict[str, Any], sort: str | None) -> None:
+    """One row per configuration, then the sweep, then warnings."""
+    source = document["source"]
+    stdout.print(
+        f"[bold]rcdiag compare-presets[/] · dialect {document['dialect']} · {source['rows']:,} rows "
+        f"· {source['valid_tokens']:,} valid tokens · {source['steps']} steps"
+    )
+    presets = document["presets"]
+    if presets:
+        ordered = sorted(presets, key=_sort_key(sort)) if sort else presets
+        table = Table(title="Configurations (overall)", title_justify="left")
+        table.add_column("configuration")
+        for label in COLUMNS.values():
+            table.add_column(label, justify="right")
+        for entry in ordered:
+            summary = entry["summary"]
+            table.add_row(entry["name"], *(_cell(f, summary.get(f)) for f in COLUMNS))
+        stdout.print(table)
+        if source["steps"] > 1:
+            stdout.print(worst_step_table(ordered))
+    if "sweep" in document:
+        sweep = document["sweep"]
+        table = Table(title=f"Sweep of {sweep['target']} (overall)", title_justify="left")
+        table.add_column("threshold", justify="right")
+        for label in COLUMNS.values():
+            table.add_column(label, justify="right")
+        for point in sweep["points"]:
+            table.add_row(point["threshold"], *(_cell(f, point["summary"].get(f)) for f in COLUMNS))
+        stdout.print(table)
+    for entry in presets:
+        emptied = entry["summary"]["fully_rejected_steps"]
+        if emptied:
+            shown = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
+            stderr.print(
+                f"[yellow]Warning:[/] {entry['name']} rejects every token of step(s) {shown}; "
+                "verl's loss has nothing to train on there."
+            )

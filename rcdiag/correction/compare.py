@@ -1,0 +1,200 @@
+"""Dry-running many rollout-correction configurations over a dump in one streamed pass.
+
+Every configuration is split into :class:`~rcdiag.correction.engine.Component` s; a component shared
+by several configurations (the same IS level and band, the same criterion) is computed once per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rcdiag.correction.config import CorrectionPlan
+from rcdiag.correction.engine import (
+    Component,
+    Getter,
+    Importance,
+    Metrics,
+    Outcome,
+    TokenView,
+    plan_components,
+)
+from rcdiag.metrics.grouped import GroupedStats
+from rcdiag.metrics.offpolicy import (
+    DEFAULT_VETO_THRESHOLD,
+    ROW_STATISTICS,
+    VERL_OFFPOLICY_METRICS,
+    offpolicy_metrics,
+    row_statistics,
+)
+from rcdiag.metrics.ragged import RaggedBatch
+
+SUMMARY_FIGURES: dict[str, str] = {
+    "kept_token_share": "share of valid tokens the configuration keeps",
+    "kept_sequence_share": "share of sequences (with a valid token) that lose no token",
+    "rejected_sequence_share": "share of sequences with every valid token rejected",
+    "weight_mass_removed": "Σ(R − W) / ΣR over kept tokens: IS weight removed by truncation or "
+    "IcePop (a bias proxy; null without IS)",
+    "ess": "Kish effective sample size (ΣW)² / (N·ΣW²) of the applied weights over kept tokens "
+    "(1 without IS)",
+    "max_weight": "largest applied weight on a kept token, after batch normalisation (null without IS)",
+}
+"""rcdiag's comparison figures (the ``summary`` object), and what each means."""
+
+WORSE_WHEN_LOWER = {"kept_token_share", "kept_sequence_share", "ess"}
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    """A configuration to compare: its name, verl's keys as given, and the parsed plan."""
+
+    name: str
+    config: Mapping[str, Any]
+    plan: CorrectionPlan
+
+
+@dataclass
+class _Tracked:
+    component: Component
+    stats: GroupedStats = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stats = GroupedStats(self.component.kinds)
+
+
+class PresetComparison:
+    """Streams batches through every configuration; then metrics and summaries per step and overall.
+
+    Example:
+        >>> import numpy as np
+        >>> from rcdiag.correction.config import parse_config
+        >>> plan = parse_config({"rollout_is": "token", "rollout_is_threshold": 2.0}, "latest")
+        >>> c = PresetComparison([NamedConfig("tis", {}, plan)])
+        >>> c.update(RaggedBatch(rollout=np.log([0.1, 0.5]), old=np.log([0.5, 0.5]),
+        ...     mask=np.array([True, True]), offsets=np.array([0, 2]), steps=np.array([0])))
+        >>> c.metrics("tis")["rollout_corr/rollout_is_mean"]  # (min(5, 2) + 1) / 2
+        1.4999999925
+    """
+
+    def __init__(self, configs: Sequence[NamedConfig]) -> None:
+        names = [c.name for c in configs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"configuration names must be unique: {names}")
+        self.configs = {c.name: c for c in configs}
+        self.base = GroupedStats(ROW_STATISTICS)
+        self._tracked: dict[Component, _Tracked] = {}
+        self._parts: dict[str, tuple[Component, ...]] = {}
+        for c in configs:
+            parts = (*plan_components(c.plan), Outcome(c.plan))
+            for part in parts:
+                self._tracked.setdefault(part, _Tracked(part))
+            self._parts[c.name] = parts
+
+    def update(self, batch: RaggedBatch) -> None:
+        """Fold one batch into every configuration's statistics."""
+        if batch.rows == 0:
+            return
+        view = TokenView(batch)
+        slots = self.base.slots_for(batch.steps)
+        self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
+        for tracked in self._tracked.values():
+            stats = tracked.stats
+            stats.add(stats.slots_for(batch.steps), tracked.component.row_stats(view))
+
+    def consume(self, batches: Iterable[RaggedBatch]) -> PresetComparison:
+        for batch in batches:
+            self.update(batch)
+        return self
+
+    def steps(self) -> list[int]:
+        return self.base.keys()
+
+    def _base(self, step: int | None) -> dict[str, float]:
+        return self.base.total() if step is None else self.base.group(step)
+
+    def _getter(self, component: Component, step: int | None, base: dict[str, float]) -> Getter:
+        stats = self._tracked[component].stats
+        own = stats.total() if step is None else stats.group(step)
+
+        def get(name: str) -> float:
+            return own[name] if name in own else base[name]
+
+        return get
+
+    def metrics(self, name: str, step: int | None = None) -> Metrics:
+        """Every metric verl logs for configuration ``name`` on one step (or the whole dump).
+
+        All values are None for a step without valid tokens (verl raises on such a batch).
+        """
+        base = self._base(step)
+        offpolicy = offpolicy_metrics(base)
+        metrics: Metrics = {k: offpolicy[k] for k in VERL_OFFPOLICY_METRICS}
+        if base["valid_tokens"] == 0:
+            names = self.metrics(name, None) if step is not None else {}
+            return dict.fromkeys(names)
+        for part in self._parts[name]:
+            metrics.update(part.metrics(self._getter(part, step, base)))
+        return metrics
+
+    def summary(self, name: str, step: int | None = None) -> dict[str, float | None]:
+        """rcdiag's comparison figures (:data:`SUMMARY_FIGURES`) for one configuration."""
+        base = self._base(step)
+        valid, nonempty = base["valid_tokens"], base["nonempty_rows"]
+        if valid == 0:
+            return dict.fromkeys(SUMMARY_FIGURES)
+        config = self.configs[name]
+        outcome = Outcome(config.plan)
+        get = self._getter(outcome, step, base)
+        kept = get("kept")
+        figures: dict[str, float | None] = {
+            "kept_token_share": kept / valid,
+            "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
+            "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
+            "weight_mass_removed": None,
+            "ess": None,
+            "max_weight": None,
+        }
+        if kept == 0:
+            return figures
+        if config.plan.importance is None:
+            figures["ess"] = 1.0
+            return figures
+        raw, applied = get("kept_raw"), get("kept_applied")
+        figures["weight_mass_removed"] = (raw - applied) / raw if raw > 0 else 0.0
+        squares = get("kept_applied_sq")
+        figures["ess"] = applied * applied / (kept * squares) if squares > 0 else math.nan
+        importance = Importance(config.plan.importance, config.plan.dialect)
+        mu = 1.0
+        if config.plan.importance.batch_normalize:
+            mu = importance.batch_norm_factor(self._getter(importance, step, base))
+        figures["max_weight"] = get("kept_applied_max") / mu
+        return figures
+
+    def emptied_steps(self, name: str) -> list[int]:
+        """Steps where the configuration rejects every valid token (verl would fail there)."""
+        found = []
+        for step in self.steps():
+            summary = self.summary(name, step)
+            if summary["kept_token_share"] == 0.0:
+                found.append(step)
+        return found
+
+
+def worst_steps(step_summaries: Sequence[tuple[int, Mapping[str, float | None]]]) -> dict[str, Any]:
+    """For each summary figure, the step where it is worst and its value there."""
+    worst: dict[str, Any] = {}
+    for figure in SUMMARY_FIGURES:
+        present: list[tuple[int, float]] = []
+        for step, values in step_summaries:
+            x = values.get(figure)
+            if x is not None and not math.isnan(x):
+                present.append((step, x))
+        if not present:
+            worst[figure] = None
+            continue
+        lower_is_worse = figure in WORSE_WHEN_LOWER
+        at, value = (min if lower_is_worse else max)(present, key=lambda p: p[1])
+        worst[figure] = {"step": at, "value": value}
+    return worst

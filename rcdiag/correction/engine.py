@@ -1,0 +1,704 @@
+"""The correction engine: IS weights, rejection masks and every metric verl logs for them (spec §3–§4).
+
+Pure functions of one :class:`~rcdiag.metrics.ragged.RaggedBatch`. :class:`TokenView` caches what all
+configurations share (ℓ, its clamp, row sums), so comparing many presets costs one pass each over the
+tokens, not one read of the dump each. Metrics are built from per-row sufficient statistics
+(sums, maxima, minima, moments) so that they stream: a step is the union of its rows, and the
+overall value is the whole dump as one batch.
+
+Notation as in :mod:`rcdiag.metrics.offpolicy`; further, R is the raw weight (exp of the clamped
+token ℓ or row sum S_i), W the applied weight (TIS: min(R, hi); IcePop: R inside [lo, hi], else 0),
+ε = 1e-8, V valid tokens, B rows, N⁺ rows with at least one valid token.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+
+from rcdiag.correction.config import CorrectionPlan, Criterion, ISPlan, LegacyRejection
+from rcdiag.metrics.grouped import Kind, Moments
+from rcdiag.metrics.offpolicy import MASKED_MEAN_EPS as EPS
+from rcdiag.metrics.offpolicy import SAFETY_BOUND, masked_log_ratio
+from rcdiag.metrics.ragged import (
+    F64,
+    Bool,
+    RaggedBatch,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
+
+RowStats = dict[str, F64 | Moments]
+Metrics = dict[str, float | None]
+
+
+class TokenView:
+    """Per-batch token and row arrays shared by every configuration."""
+
+    def __init__(self, batch: RaggedBatch) -> None:
+        self.batch = batch
+        self.offsets = batch.offsets
+        self.mask = batch.mask
+        self.log_ratio = masked_log_ratio(batch)
+        self._cache: dict[object, object] = {}
+
+    @cached_property
+    def clamped(self) -> F64:
+        """clamp(ℓ, ±20), 0 at invalid positions."""
+        return np.clip(self.log_ratio, -SAFETY_BOUND, SAFETY_BOUND)
+
+    @cached_property
+    def n(self) -> F64:
+        return segment_sum(self.mask, self.offsets)
+
+    @cached_property
+    def nonempty(self) -> Bool:
+        return self.n > 0
+
+    @cached_property
+    def seq_sum(self) -> F64:
+        """S_i = Σ_valid ℓ (unclamped; 0 for an empty row)."""
+        return segment_sum(self.log_ratio, self.offsets)
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return self.batch.lengths
+
+    def broadcast(self, per_row: np.ndarray) -> np.ndarray:
+        """A row value on every position of the row (masked positions included)."""
+        return np.repeat(per_row, self.lengths)
+
+    def row_mean(self, token_values: F64) -> F64:
+        """verl's per-row masked mean Σ_valid x / (n_i + ε); token_values must be 0 where invalid."""
+        return segment_sum(token_values, self.offsets) / (self.n + EPS)
+
+    def token_moments(self, token_values: F64) -> Moments:
+        """Per-row count, mean and M2 of the values at valid positions."""
+        n = self.n
+        mean = np.divide(
+            segment_sum(np.where(self.mask, token_values, 0.0), self.offsets),
+            n,
+            out=np.zeros_like(n),
+            where=n > 0,
+        )
+        deviation = np.where(self.mask, token_values - self.broadcast(mean), 0.0)
+        return Moments(n, mean, segment_sum(deviation * deviation, self.offsets))
+
+    def row_moments(self, per_row: F64, include: Bool | None = None) -> Moments:
+        """Moments of one value per row (rows outside ``include`` left out)."""
+        count = np.ones(per_row.size) if include is None else include.astype(np.float64)
+        return Moments(count, np.where(count > 0, per_row, 0.0), np.zeros(per_row.size))
+
+    def repeated_row_moments(self, per_row: F64) -> Moments:
+        """Moments of a row value repeated on each of the row's valid tokens."""
+        return Moments(self.n, np.where(self.nonempty, per_row, 0.0), np.zeros(per_row.size))
+
+    def valid_max(self, token_values: F64) -> F64:
+        return segment_max(np.where(self.mask, token_values, -np.inf), self.offsets)
+
+    def valid_min(self, token_values: F64) -> F64:
+        return segment_min(np.where(self.mask, token_values, np.inf), self.offsets)
+
+    def count(self, token_flags: Bool) -> F64:
+        """Per-row count of valid positions where the flag holds."""
+        return segment_sum(token_flags & self.mask, self.offsets)
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared formulas
+
+
+def pooled_std(n: float, mean: float, m2: float) -> float:
+    """verl's sqrt(max(0, E[x²] − E[x]²)) with E = Σ / (V + ε), computed without cancellation.
+
+    With A = Σx, D = V + ε: Σx²/D − A²/D² = M2/D + ε·A²/(V·D²), M2 = Σ(x − A/V)². Returns 0.0 when
+    V ≤ 1, as verl does.
+    """
+    if n <= 1:
+        return 0.0
+    total = mean * n
+    denominator = n + EPS
+    return math.sqrt(max(0.0, m2 / denominator + EPS * total * total / (n * denominator**2)))
+
+
+def unbiased_std(n: float, m2: float) -> float:
+    """Sample standard deviation with N − 1 (0.0 for a single value, as verl does)."""
+    return math.sqrt(max(0.0, m2 / (n - 1))) if n > 1 else 0.0
+
+
+def divide(numerator: float, denominator: float) -> float:
+    """numerator / denominator with torch's conventions for a zero denominator (±inf, NaN)."""
+    if denominator == 0:
+        return math.copysign(math.inf, numerator) if numerator else math.nan
+    return numerator / denominator
+
+
+def safe_log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
+Getter = Callable[[str], float]
+"""Reads a summed statistic of a component by name (``rows``, ``valid_tokens``, ``nonempty_rows``
+are always available)."""
+
+
+class Component(ABC):
+    """One unit of verl's correction (an IS level, one criterion, the veto, …) on a batch.
+
+    Components are frozen and hashable: presets that share one are computed once per batch.
+    """
+
+    kinds: ClassVar[dict[str, Kind]]
+
+    @abstractmethod
+    def row_stats(self, view: TokenView) -> RowStats:
+        """Per-row sufficient statistics, keyed as in :attr:`kinds`."""
+
+    @abstractmethod
+    def metrics(self, get: Getter) -> Metrics:
+        """verl's logged metrics from the summed statistics of a batch."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Weight statistics (IS metrics, and the legacy RS metrics, which reuse the IS formulas)
+
+
+WEIGHT_KINDS: dict[str, Kind] = {
+    "sum": "sum",
+    "max": "max",
+    "min": "min",
+    "high": "sum",
+    "low": "sum",
+    "band": "moments",
+    "band_sq": "sum",
+    "seq": "moments",
+    "seq_max": "max",
+    "seq_min": "min",
+    "seq_dev": "max",
+    "seq_high": "sum",
+    "seq_low": "sum",
+}
+
+
+def weight_row_stats(
+    view: TokenView,
+    raw: F64,
+    measured: F64,
+    band: F64,
+    row_log_ratio: F64 | None,
+    lo: float,
+    hi: float,
+) -> RowStats:
+    """Statistics of spec §3.1's table for token weights ``measured`` (W or R) and raw weights R.
+
+    ``band`` is the clamped weight x used by std and ESS; ``row_log_ratio`` the per-row log weight
+    for sequence-level max/min/fractions (None at token level). All token arrays are 0 where invalid.
+    """
+    s = view.row_mean(measured)
+    r = view.row_mean(raw)
+    stats: RowStats = {
+        "sum": segment_sum(measured, view.offsets),
+        "band": view.token_moments(band),
+        "band_sq": segment_sum(band * band, view.offsets),
+        "seq": view.row_moments(s),
+        "seq_max": s,
+        "seq_min": s,
+        "seq_dev": np.abs(s - 1.0),
+        "seq_high": (r > hi).astype(np.float64),
+        "seq_low": (r < lo).astype(np.float64),
+    }
+    if row_log_ratio is None:
+        stats["max"] = view.valid_max(measured)
+        stats["min"] = view.valid_min(measured)
+        stats["high"] = view.count(raw > hi)
+        stats["low"] = view.count(raw < lo)
+    else:
+        stats["max"] = row_log_ratio
+        stats["min"] = row_log_ratio
+        stats["high"] = (row_log_ratio > safe_log(hi)).astype(np.float64)
+        stats["low"] = (row_log_ratio < safe_log(lo)).astype(np.float64)
+    return stats
+
+
+def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
+    """The 14 weight metrics under ``prefix`` (e.g. ``rollout_corr/rollout_is_``), spec §3.1."""
+    rows = get("rows")
+    pooled = get("valid_tokens") + EPS
+    band_n, band_mean = get("band.n"), get("band.mean")
+    band_bar = band_n * band_mean / pooled
+    if token_level:
+        high, low = get("high") / pooled, get("low") / pooled
+        top, bottom = get("max"), get("min")
+    else:
+        high, low = get("high") / rows, get("low") / rows
+        top = math.exp(min(get("max"), SAFETY_BOUND))
+        bottom = math.exp(get("min")) if get("min") > -745.2 else 0.0  # unclamped: may underflow
+    return {
+        f"{prefix}mean": get("sum") / pooled,
+        f"{prefix}max": top,
+        f"{prefix}min": bottom,
+        f"{prefix}ratio_fraction_high": high,
+        f"{prefix}ratio_fraction_low": low,
+        f"{prefix}std": pooled_std(band_n, band_mean, get("band.m2")),
+        f"{prefix}eff_sample_size": divide(pooled * (band_bar + EPS) ** 2, get("band_sq")),
+        f"{prefix}seq_mean": get("seq.mean"),
+        f"{prefix}seq_std": unbiased_std(get("seq.n"), get("seq.m2")),
+        f"{prefix}seq_max": get("seq_max"),
+        f"{prefix}seq_min": get("seq_min"),
+        f"{prefix}seq_max_deviation": get("seq_dev"),
+        f"{prefix}seq_fraction_high": get("seq_high") / rows,
+        f"{prefix}seq_fraction_low": get("seq_low") / rows,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Importance sampling (spec §3)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Token arrays of one IS configuration on one batch (0 at invalid positions)."""
+
+    raw: F64
+    applied: F64
+    row_log_ratio: F64 | None  # S_i at sequence level
+
+
+@dataclass(frozen=True)
+class Importance(Component):
+    """IS weights of one level and band; metrics from W (latest) or R (legacy)."""
+
+    plan: ISPlan
+    dialect: str
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        **WEIGHT_KINDS,
+        "oob": "sum",
+        "applied_sum": "sum",
+        "applied_row_mean": "sum",
+        "applied_sq": "sum",
+    }
+
+    def weights(self, view: TokenView) -> Weights:
+        """R and W before batch normalisation (spec §3 steps 1–2)."""
+        key = ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
+        cached = view._cache.get(key)
+        if isinstance(cached, Weights):
+            return cached
+        plan = self.plan
+        if plan.level == "token":
+            row = None
+            raw = np.where(view.mask, np.exp(view.clamped), 0.0)
+        else:
+            row = view.seq_sum
+            row_weight = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
+            raw = np.where(view.mask, view.broadcast(row_weight), 0.0)
+        if plan.icepop:
+            applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
+        else:
+            applied = np.minimum(raw, plan.hi)
+        weights = Weights(raw, applied, row)
+        view._cache[key] = weights
+        return weights
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        plan, w = self.plan, self.weights(view)
+        legacy = self.dialect == "legacy"
+        measured = w.raw if legacy else w.applied
+        band = np.clip(w.raw, plan.lo, plan.hi) if legacy else np.clip(w.applied, 0.0, plan.hi)
+        band = np.where(view.mask, band, 0.0)
+        stats = weight_row_stats(view, w.raw, measured, band, w.row_log_ratio, plan.lo, plan.hi)
+        stats["oob"] = view.count((w.raw < plan.lo) | (w.raw > plan.hi))
+        stats["applied_sum"] = segment_sum(w.applied, view.offsets)
+        stats["applied_row_mean"] = view.row_mean(w.applied)
+        stats["applied_sq"] = segment_sum(w.applied * w.applied, view.offsets)
+        return stats
+
+    def batch_norm_factor(self, get: Getter) -> float:
+        """μ of spec §3 step 5, or 1.0 when μ ≤ 1e-8 (weights then left unchanged)."""
+        if self.plan.level == "token":
+            mu = get("applied_sum") / (get("valid_tokens") + EPS)
+        else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
+            rows = get("rows") if self.dialect == "legacy" else get("nonempty_rows")
+            mu = get("applied_row_mean") / rows if rows else 0.0
+        return mu if mu > 1e-8 else 1.0
+
+    def metrics(self, get: Getter) -> Metrics:
+        prefix = "rollout_corr/rollout_is_"
+        metrics = weight_metrics(get, prefix, self.plan.level == "token")
+        if self.plan.icepop:
+            metrics[f"{prefix}oob_ratio"] = get("oob") / (get("valid_tokens") + EPS)
+        if self.plan.batch_normalize:
+            metrics[f"{prefix}batch_norm_factor"] = self.batch_norm_factor(get)
+        return metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# Rejection, latest dialect (spec §4.1)
+
+
+def divergence(view: TokenView, name: str) -> F64:
+    """Per-token k1 = −ℓ̃, k2 = ½ℓ̃², k3 = exp(ℓ̃) − 1 − ℓ̃ on ℓ̃ = clamp(ℓ); 0 at invalid positions."""
+    key = ("divergence", name)
+    if key not in view._cache:
+        ell = view.clamped
+        if name == "k1":
+            view._cache[key] = -ell
+        elif name == "k2":
+            view._cache[key] = 0.5 * ell * ell
+        else:
+            view._cache[key] = np.expm1(ell) - ell
+    return view._cache[key]  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What one rejection rule decided on a batch."""
+
+    keep: Bool  # per position; False only at valid positions it rejects
+    token_statistic: F64 | None = None
+    row_statistic: F64 | None = None
+    row_keep: Bool | None = None
+
+
+@dataclass(frozen=True)
+class Rejection(Component):
+    """One latest-dialect criterion: keep when log lo ≤ stat ≤ log hi (k1) or stat ≤ hi (k2/k3)."""
+
+    criterion: Criterion
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "sum": "sum",
+        "max": "max",
+        "min": "min",
+        "high": "sum",
+        "low": "sum",
+        "band": "moments",
+        "seq": "moments",
+        "seq_max": "max",
+        "seq_min": "min",
+        "seq_dev": "max",
+        "seq_high": "sum",
+        "seq_low": "sum",
+        "rejected": "sum",
+        "rejected_rows": "sum",
+    }
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(L, U) in the statistic's space: log bounds for k1, (0, hi) for k2/k3."""
+        c = self.criterion
+        if c.divergence == "k1":
+            return math.log(c.lo), math.log(c.hi)
+        return 0.0, c.hi
+
+    def judge(self, view: TokenView) -> Judged:
+        key = ("criterion", self.criterion)
+        cached = view._cache.get(key)
+        if isinstance(cached, Judged):
+            return cached
+        k = divergence(view, self.criterion.divergence)
+        aggregation = self.criterion.aggregation
+        lower, upper = self.bounds
+        if aggregation == "token":
+            ok = k <= upper if self.criterion.divergence != "k1" else (k >= lower) & (k <= upper)
+            judged = Judged(ok | ~view.mask, token_statistic=k)
+        else:
+            if aggregation == "sum":
+                row = segment_sum(k, view.offsets)
+            elif aggregation == "mean":
+                row = view.row_mean(k)
+            else:
+                row = np.where(view.nonempty, view.valid_max(k), 0.0)
+            ok = (
+                row <= upper
+                if self.criterion.divergence != "k1"
+                else (row >= lower) & (row <= upper)
+            )
+            judged = Judged(view.broadcast(ok) | ~view.mask, row_statistic=row)
+        view._cache[key] = judged
+        return judged
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        judged = self.judge(view)
+        lower, upper = self.bounds
+        nonempty = view.nonempty
+        if judged.token_statistic is not None:
+            token = judged.token_statistic
+            values = view.row_mean(token)
+            stats: RowStats = {
+                "sum": segment_sum(token, view.offsets),
+                "max": view.valid_max(token),
+                "min": view.valid_min(token),
+                "high": view.count(token > upper),
+                "low": view.count(token < lower),
+                "band": view.token_moments(np.clip(token, lower, upper)),
+            }
+        else:
+            row = judged.row_statistic
+            assert row is not None
+            values = row
+            stats = {
+                "sum": row * view.n,
+                "max": np.where(nonempty, row, -np.inf),
+                "min": np.where(nonempty, row, np.inf),
+                "high": ((row > upper) & nonempty).astype(np.float64),
+                "low": ((row < lower) & nonempty).astype(np.float64),
+                "band": view.repeated_row_moments(np.clip(row, lower, upper)),
+            }
+        rejected = view.count(~judged.keep)
+        stats.update(
+            {
+                "seq": view.row_moments(values, nonempty),
+                "seq_max": np.where(nonempty, values, -np.inf),
+                "seq_min": np.where(nonempty, values, np.inf),
+                "seq_dev": np.where(nonempty, np.abs(values), -np.inf),
+                "seq_high": ((values > upper) & nonempty).astype(np.float64),
+                "seq_low": ((values < lower) & nonempty).astype(np.float64),
+                "rejected": rejected,
+                "rejected_rows": (rejected > 0).astype(np.float64),
+            }
+        )
+        return stats
+
+    def metrics(self, get: Getter) -> Metrics:
+        pooled = get("valid_tokens") + EPS
+        nonempty = get("nonempty_rows")
+        is_k1 = self.criterion.divergence == "k1"
+        per = pooled if self.criterion.aggregation == "token" else nonempty
+        p = f"rollout_corr/rollout_rs_{self.criterion.option}_"
+        metrics: Metrics = {
+            f"{p}mean": get("sum") / pooled,
+            f"{p}max": get("max"),
+            f"{p}min": get("min"),
+            f"{p}fraction_high": get("high") / per,
+            f"{p}fraction_low": get("low") / per if is_k1 else 0.0,
+            f"{p}std": pooled_std(get("band.n"), get("band.mean"), get("band.m2")),
+            f"{p}seq_mean": get("seq.mean"),
+            f"{p}seq_std": unbiased_std(get("seq.n"), get("seq.m2")),
+            f"{p}seq_max": get("seq_max"),
+            f"{p}seq_min": get("seq_min"),
+            f"{p}seq_max_deviation": get("seq_dev"),
+            f"{p}seq_fraction_high": get("seq_high") / nonempty,
+        }
+        if is_k1:
+            metrics[f"{p}seq_fraction_low"] = get("seq_low") / nonempty
+        metrics[f"{p}masked_fraction"] = get("rejected") / pooled
+        metrics[f"{p}seq_masked_fraction"] = get("rejected_rows") / nonempty
+        return metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# Rejection and veto, legacy dialect (spec §4.2, §4.3)
+
+
+@dataclass(frozen=True)
+class LegacyRejectionRule(Component):
+    """SEED-era RS on ρ itself: keep when lower ≤ ratio ≤ upper; metrics follow the IS formulas."""
+
+    rule: LegacyRejection
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        **WEIGHT_KINDS,
+        "rejected": "sum",
+        "rejected_rows": "sum",
+        "rejected_row_flags": "sum",
+    }
+
+    def ratio(self, view: TokenView) -> tuple[F64, F64 | None]:
+        """Token ratio (0 where invalid) and, for sequence/geometric, the per-row log-ratio."""
+        level = self.rule.level
+        if level == "token":
+            return np.where(view.mask, np.exp(view.clamped), 0.0), None
+        row = view.seq_sum if level == "sequence" else view.seq_sum / (view.n + EPS)
+        ratio = view.broadcast(np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND)))
+        return np.where(view.mask, ratio, 0.0), row
+
+    def judge(self, view: TokenView) -> Judged:
+        key = ("legacy_rs", self.rule)
+        cached = view._cache.get(key)
+        if isinstance(cached, Judged):
+            return cached
+        lower, upper = self.rule.lower, self.rule.upper
+        token_ratio, row = self.ratio(view)
+        if row is None:
+            keep = ((token_ratio >= lower) & (token_ratio <= upper)) | ~view.mask
+            judged = Judged(keep, token_statistic=token_ratio)
+        else:
+            row_ratio = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
+            row_keep = (row_ratio >= lower) & (row_ratio <= upper)
+            judged = Judged(
+                view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep
+            )
+        view._cache[key] = judged
+        return judged
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        lower, upper = self.rule.lower, self.rule.upper
+        ratio, row = self.ratio(view)
+        band = np.where(view.mask, np.clip(ratio, lower, upper), 0.0)
+        stats = weight_row_stats(view, ratio, ratio, band, row, lower, upper)
+        judged = self.judge(view)
+        rejected = view.count(~judged.keep)
+        stats["rejected"] = rejected
+        stats["rejected_rows"] = (rejected > 0).astype(np.float64)
+        # sequence/geometric: verl averages (1 − keep flag) over rows, empty rows included
+        flags = judged.row_keep
+        stats["rejected_row_flags"] = (
+            stats["rejected_rows"] if flags is None else (~flags).astype(np.float64)
+        )
+        return stats
+
+    def metrics(self, get: Getter) -> Metrics:
+        prefix = "rollout_corr/rollout_rs_"
+        metrics = weight_metrics(get, prefix, self.rule.level == "token")
+        metrics[f"{prefix}masked_fraction"] = get("rejected") / (get("valid_tokens") + EPS)
+        metrics[f"{prefix}seq_masked_fraction"] = get("rejected_row_flags") / get("rows")
+        return metrics
+
+
+@dataclass(frozen=True)
+class Veto(Component):
+    """The legacy token veto: a row holding a valid token with ℓ < log τ is rejected whole."""
+
+    threshold: float | None
+
+    kinds: ClassVar[dict[str, Kind]] = {"catastrophic": "sum", "vetoed_rows": "sum"}
+
+    def catastrophic(self, view: TokenView) -> F64:
+        if self.threshold is None:
+            return np.zeros(view.batch.rows)
+        return view.count(view.log_ratio < math.log(self.threshold))
+
+    def keep(self, view: TokenView) -> Bool:
+        return view.broadcast(self.catastrophic(view) == 0) | ~view.mask
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        catastrophic = self.catastrophic(view)
+        return {"catastrophic": catastrophic, "vetoed_rows": (catastrophic > 0).astype(np.float64)}
+
+    def metrics(self, get: Getter) -> Metrics:
+        return {
+            "rollout_corr/rollout_is_veto_fraction": get("vetoed_rows") / get("rows"),
+            "rollout_corr/rollout_is_catastrophic_token_fraction": get("catastrophic")
+            / (get("valid_tokens") + EPS),
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# A whole configuration
+
+
+def plan_components(plan: CorrectionPlan) -> tuple[Component, ...]:
+    """The components whose metrics verl logs for ``plan``, in verl's order."""
+    parts: list[Component] = []
+    if plan.importance is not None:
+        parts.append(Importance(plan.importance, plan.dialect))
+    parts.extend(Rejection(c) for c in plan.criteria)
+    if plan.legacy_rejection is not None:
+        parts.append(LegacyRejectionRule(plan.legacy_rejection))
+    if plan.dialect == "legacy":
+        parts.append(Veto(plan.veto_threshold))
+    return tuple(parts)
+
+
+def plan_keep(view: TokenView, plan: CorrectionPlan) -> Bool:
+    """The combined keep mask: every criterion (and, legacy, RS × veto) must keep a position."""
+    keep = np.ones(view.mask.size, dtype=bool)
+    for criterion in plan.criteria:
+        keep &= Rejection(criterion).judge(view).keep
+    if plan.legacy_rejection is not None:
+        keep &= LegacyRejectionRule(plan.legacy_rejection).judge(view).keep
+    if plan.veto_threshold is not None:
+        keep &= Veto(plan.veto_threshold).keep(view)
+    return keep
+
+
+@dataclass(frozen=True)
+class Outcome(Component):
+    """What a whole configuration does: combined rejection and the weights that survive it.
+
+    Feeds verl's overall ``rollout_rs_masked_fraction`` (latest dialect) and rcdiag's summary.
+    """
+
+    plan: CorrectionPlan
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "rejected": "sum",
+        "rejected_rows": "sum",
+        "fully_rejected_rows": "sum",
+        "kept": "sum",
+        "kept_raw": "sum",
+        "kept_applied": "sum",
+        "kept_applied_sq": "sum",
+        "kept_applied_max": "max",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        keep = plan_keep(view, self.plan) & view.mask
+        kept = segment_sum(keep, view.offsets)
+        rejected = view.n - kept
+        if self.plan.importance is not None:
+            weights = Importance(self.plan.importance, self.plan.dialect).weights(view)
+            raw, applied = weights.raw, weights.applied
+        else:
+            raw = applied = keep.astype(np.float64)
+        kept_applied = np.where(keep, applied, 0.0)
+        return {
+            "rejected": rejected,
+            "rejected_rows": (rejected > 0).astype(np.float64),
+            "fully_rejected_rows": ((rejected == view.n) & view.nonempty).astype(np.float64),
+            "kept": kept,
+            "kept_raw": segment_sum(np.where(keep, raw, 0.0), view.offsets),
+            "kept_applied": segment_sum(kept_applied, view.offsets),
+            "kept_applied_sq": segment_sum(kept_applied * kept_applied, view.offsets),
+            "kept_applied_max": segment_max(np.where(keep, applied, -np.inf), view.offsets),
+        }
+
+    def metrics(self, get: Getter) -> Metrics:
+        if not self.plan.criteria:
+            return {}
+        return {
+            "rollout_corr/rollout_rs_masked_fraction": get("rejected")
+            / (get("valid_tokens") + EPS),
+            "rollout_corr/rollout_rs_seq_masked_fraction": get("rejected_rows") / get("rows"),
+        }
+
+
+def apply_correction(batch: RaggedBatch, plan: CorrectionPlan) -> tuple[F64 | None, Bool]:
+    """What verl's helper returns for ``batch`` taken as one verl batch.
+
+    Returns:
+        The IS weights after batch normalisation (0 at invalid positions), or None without IS; and
+        the new response mask (original mask × every keep mask).
+    """
+    view = TokenView(batch)
+    mask = plan_keep(view, plan) & view.mask
+    if plan.importance is None:
+        return None, mask
+    importance = Importance(plan.importance, plan.dialect)
+    weights = importance.weights(view).applied
+    if plan.importance.batch_normalize:
+        stats = importance.row_stats(view)
+        base = {
+            "rows": float(batch.rows),
+            "valid_tokens": float(view.n.sum()),
+            "nonempty_rows": float(view.nonempty.sum()),
+        }
+
+        def get(name: str) -> float:
+            if name in base:
+                return base[name]
+            value = stats[name]
+            assert not isinstance(value, Moments)
+            return float(value.sum())
+
+        weights = weights / importance.batch_norm_factor(get)
+    return weights, mask

@@ -1,0 +1,94 @@
+"""Configurations from the command line: preset names and YAML files, with the dialect resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rcdiag.correction.compare import NamedConfig
+from rcdiag.correction.config import ConfigError, detect_dialect, parse_config
+from rcdiag.correction.presets import PRESETS
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.errors import UsageError
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A YAML file holding rollout-correction keys: bare, or under ``algorithm: rollout_correction:``."""
+    import yaml
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read configuration ({exc.strerror or exc})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{path}: not valid YAML{where}") from None
+    if isinstance(document, Mapping) and isinstance(document.get("algorithm"), Mapping):
+        document = document["algorithm"].get("rollout_correction")
+    if not isinstance(document, Mapping):
+        raise UsageError(
+            f"{path}: expected a mapping of rollout-correction keys "
+            "(bare, or under algorithm: rollout_correction:)"
+        )
+    return dict(document)
+
+
+def resolve_configs(
+    presets: Sequence[str],
+    config_files: Sequence[Path],
+    explicit: Dialect | None,
+) -> tuple[Dialect, list[NamedConfig]]:
+    """The dialect and the configurations to compare.
+
+    The dialect is ``explicit`` if given, else the one the files' keys imply, else ``latest``; a file
+    contradicting ``explicit`` or another file is an error. Without presets or files: every preset.
+    """
+    files = {path: read_config_file(path) for path in config_files}
+    implied: dict[Dialect, Path] = {}
+    for path, config in files.items():
+        try:
+            found = detect_dialect(config)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        if found is not None:
+            if explicit is not None and found != explicit:
+                raise ConfigError(
+                    f"{path}: uses {found}-dialect keys but --dialect {explicit} was given"
+                )
+            implied.setdefault(found, path)
+    if len(implied) > 1:
+        raise ConfigError(
+            f"{implied['legacy']} uses legacy-dialect keys and {implied['latest']} latest ones; "
+            "compare configurations of one dialect at a time"
+        )
+    dialect: Dialect = DEFAULT_DIALECT
+    if explicit is not None:
+        dialect = explicit
+    elif implied:
+        dialect = next(iter(implied))
+    registry = PRESETS[dialect]
+    named: list[NamedConfig] = []
+    for name in presets or ([] if files else list(registry)):
+        if name not in registry:
+            raise ConfigError(
+                f"unknown {dialect} preset {name!r}; `rcdiag presets --dialect {dialect}` lists "
+                f"them: {', '.join(registry)}"
+            )
+        preset = registry[name]
+        named.append(NamedConfig(name, preset.config, parse_config(preset.config, dialect)))
+    for path, config in files.items():
+        try:
+            plan = parse_config(config, dialect)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        named.append(NamedConfig(path.stem, config, plan))
+    seen: set[str] = set()
+    for item in named:
+        if item.name in seen:
+            raise UsageError(f"two configurations are named {item.name!r}; rename a file")
+        seen.add(item.name)
+    return dialect, named
