@@ -198,9 +198,10 @@ def reference_metrics(
     out["rollout_corr/log_ppl_diff_max"] = max(d)  # empty rows give d = 0 and take part
     out["rollout_corr/log_ppl_diff_min"] = min(d)
     out["rollout_corr/ppl_ratio"] = math.fsum(math.exp(x) for x in d) / batch
-    # chi2 clamps ℓ (token) or S_i (sequence) to ±20 before exponentiating
+    # chi2 clamps ℓ (token) or S_i (sequence) to ±20 before exponentiating; verl subtracts the 1
+    # after its masked mean: masked_mean(ρ²) − 1
     out["rollout_corr/chi2_token"] = (
-        math.fsum(math.exp(2.0 * _clamp(ell)) - 1.0 for ell in all_ells) / pooled_den
+        math.fsum(math.exp(2.0 * _clamp(ell)) for ell in all_ells) / pooled_den - 1.0
     )
     out["rollout_corr/chi2_seq"] = (
         math.fsum(math.exp(2.0 * _clamp(s)) - 1.0 for s in seq_sum) / batch

@@ -36,8 +36,8 @@ from rcdiag.metrics.ragged import RaggedBatch
 
 RTOL = 1e-6
 ATOL = 1e-9
-SKETCH_ALPHA = 0.005
-SKETCH_MIN_ABS = 1e-12
+SKETCH_ALPHA = 2.0**-8  # docs/metrics.md: 8 bits per bucket
+SKETCH_MIN_ABS = 0.0  # the bound is relative for every magnitude
 SKETCH_SLACK = 1.0001
 
 GARBAGE = np.array([np.nan, np.inf, -np.inf, 3e38, -3e38, 1234.5])
@@ -537,8 +537,8 @@ def _hand_expected() -> dict[str, float]:
         "rollout_corr/log_ppl_diff_max": max(d0, d1),  # d0 = log(1.2)/3 > 0 > d1 = log 0.75
         "rollout_corr/log_ppl_diff_min": min(d0, d1),
         "rollout_corr/ppl_ratio": (math.exp(d0) + math.exp(d1)) / 2,
-        # chi2 token: ρ² − 1 → (0.16 − 1) + 0 + (9 − 1) + (0.5625 − 1) = 6.7225
-        "rollout_corr/chi2_token": 6.7225 / (v + eps),
+        # chi2 token, verl's masked_mean(ρ²) − 1: Σρ² = 0.16 + 1 + 9 + 0.5625 = 10.7225
+        "rollout_corr/chi2_token": 10.7225 / (v + eps) - 1.0,
         # chi2 seq: (∏ρ)² − 1 per row → (1.44 − 1) + (0.5625 − 1) = 0.0025, over 2 rows
         "rollout_corr/chi2_seq": (math.exp(2 * s0) - 1 + math.exp(2 * s1) - 1) / 2,
         "rcdiag/veto_fraction": 0.0,  # no ρ < 1e-4
@@ -622,7 +622,7 @@ def test_hand_computed_clamp_and_empty_row() -> None:
         "rollout_corr/log_ppl_diff_max": 0.0,  # the empty row's d = 0 is the max
         "rollout_corr/log_ppl_diff_min": d0,
         "rollout_corr/ppl_ratio": (math.exp(d0) + 1.0) / 2,
-        "rollout_corr/chi2_token": (math.exp(40.0) - 1.0) / (1 + eps),  # clamp(25) = 20
+        "rollout_corr/chi2_token": math.exp(40.0) / (1 + eps) - 1.0,  # clamp(25) = 20
         "rollout_corr/chi2_seq": (math.exp(40.0) - 1.0 + 0.0) / 2,  # empty row contributes 0
         "rcdiag/veto_fraction": 0.0,
         "rcdiag/catastrophic_token_fraction": 0.0,
@@ -655,7 +655,7 @@ def test_hand_computed_negative_clamp_catastrophic() -> None:
     want = {
         "rollout_corr/kl": 30.0 / (2 + eps),
         "rollout_corr/k3_kl": (math.exp(-30.0) + 30.0 - 1.0) / (2 + eps),
-        "rollout_corr/chi2_token": (math.exp(-40.0) - 1.0 + 0.0) / (2 + eps),
+        "rollout_corr/chi2_token": (math.exp(-40.0) + 1.0) / (2 + eps) - 1.0,
         "rollout_corr/chi2_seq": math.exp(-40.0) - 1.0,  # S = −30 → clamp −20
         "rollout_corr/rollout_is_veto_fraction": 0.0,  # legacy without τ
         "rollout_corr/rollout_is_catastrophic_token_fraction": 0.0,
@@ -725,8 +725,13 @@ def padded_batches(draw: st.DrawFn, identical: bool = False) -> PaddedStep:
 def test_identical_log_probs_mean_no_mismatch(step: PaddedStep) -> None:
     analysis = analyse([step], AnalyzeOptions(dialect="legacy", veto_threshold=1e-4), "chunks")
     for metrics in (analysis.step_result(0).metrics, analysis.overall()):
-        for name in ("kl", "k3_kl", "chi2_token", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff"):
+        for name in ("kl", "k3_kl", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff"):
             assert abs(metrics[f"rollout_corr/{name}"]) <= 1e-12, name
+        # verl's masked_mean(ρ²) − 1 with ρ ≡ 1 is V/(V + 1e-8) − 1, not exactly 0
+        valid = int(step.mask.sum())
+        assert metrics["rollout_corr/chi2_token"] == pytest.approx(
+            -1e-8 / (valid + 1e-8), rel=1e-6, abs=1e-15
+        )
         assert metrics["rollout_corr/log_ppl_diff_max"] == pytest.approx(0.0, abs=1e-12)
         assert metrics["rollout_corr/log_ppl_diff_min"] == pytest.approx(0.0, abs=1e-12)
         assert metrics["rollout_corr/ppl_ratio"] == pytest.approx(1.0, abs=1e-12)

@@ -141,8 +141,8 @@ LEGACY_PRESETS: tuple[Preset, ...] = (
         **LEGACY_GEO,
         rollout_rs_threshold_lower=0.999,
     ),
-    _legacy("pure_is", "#3984 name of pg_is", rollout_is="sequence", **LEGACY_BYPASS_PG),
-    _legacy("pure_rs", "#3984 name of pg_rs", **LEGACY_GEO, **LEGACY_BYPASS_PG),
+    _legacy("pure_is", "#3984 name of pg_is", rollout_is="sequence", **PURE),
+    _legacy("pure_rs", "#3984 name of pg_rs", **LEGACY_GEO, **PURE),
 )
 
 PRESETS: dict[Dialect, dict[str, Preset]] = {

@@ -226,7 +226,8 @@ def offpolicy_metrics(
         "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
         "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
         "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
-        "rollout_corr/chi2_token": stats["chi2_token"] / pooled,
+        # verl: masked_mean(ρ²) − 1 = Σ(ρ² − 1)/(V + ε) − ε/(V + ε), the latter without cancellation
+        "rollout_corr/chi2_token": (stats["chi2_token"] - MASKED_MEAN_EPS) / pooled,
         "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
     }
     if legacy_veto is not None:
