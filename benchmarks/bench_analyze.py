@@ -5,7 +5,8 @@ shards, then runs, each in a fresh subprocess so peak memory is measured per run
 
 * ``read``     — pyarrow iterating the same three columns in record batches (the floor);
 * ``analyze``  — ``rcdiag analyze DIR --json …`` on the whole dump;
-* ``analyze½`` — the same on half of the steps, to show memory does not grow with the dump.
+* ``analyze½`` — the same on half of the steps, to show memory does not grow with the dump;
+* ``compare``  — ``rcdiag compare-presets DIR`` with every preset of the latest dialect (one pass).
 
 Prints wall times, the ratio analyze / read, and peak RSS of each. Usage:
 
@@ -87,6 +88,7 @@ def main() -> None:
         "read": [sys.executable, "-c", READ_SCRIPT, str(dump)],
         "analyze": [*rcdiag, "analyze", str(dump), "--quiet", "--json", str(out_json)],
         "analyze_half": [*rcdiag, "analyze", *half, "--quiet"],
+        "compare": [*rcdiag, "compare-presets", str(dump), "--quiet"],
     }
     results = {}
     for name, cmd in runs.items():
@@ -98,6 +100,10 @@ def main() -> None:
     ratio = results["analyze"][0] / results["read"][0]
     print(f"valid tokens: {tokens:,}  ({tokens / results['analyze'][0] / 1e6:.1f} M tokens/s)")
     print(f"ratio analyze / read: {ratio:.2f}x   (target <= 3x)")
+    print(
+        f"ratio compare-presets (19 presets) / analyze: "
+        f"{results['compare'][0] / results['analyze'][0]:.2f}x   (target < 4x)"
+    )
     print(
         f"peak RSS whole / half dump: {results['analyze'][1]:.0f} / "
         f"{results['analyze_half'][1]:.0f} MB   (target < 1500 MB, flat)"

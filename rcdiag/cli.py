@@ -6,7 +6,16 @@ import ctypes
 
 import typer
 
-from rcdiag.commands import analyze, compare_presets, presets, synth
+from rcdiag.commands import (
+    analyze,
+    baseline,
+    check,
+    compare_presets,
+    presets,
+    recommend,
+    report,
+    synth,
+)
 
 app = typer.Typer(
     name="rcdiag",
@@ -19,6 +28,10 @@ app = typer.Typer(
 app.command(name="analyze")(analyze.analyze)
 app.command(name="compare-presets")(compare_presets.compare_presets)
 app.command(name="presets")(presets.presets)
+app.command(name="report")(report.report)
+app.command(name="recommend")(recommend.recommend)
+app.command(name="check")(check.check)
+app.command(name="baseline")(baseline.baseline)
 app.command(name="synth")(synth.synth)
 
 

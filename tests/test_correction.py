@@ -309,3 +309,69 @@ INVALID = [
 def test_invalid_configurations_are_rejected(dialect: str, config: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_config(config, dialect)  # type: ignore[arg-type]
+
+
+def _tiny(ell_rows: list[list[float]], step: int = 0) -> Any:
+    """A batch whose rollout log-probs are −1 and whose log ratios ℓ are given per row."""
+    from rcdiag.metrics.ragged import RaggedBatch
+
+    flat = np.array([x for row in ell_rows for x in row], dtype=np.float64)
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in ell_rows])]).astype(np.int64)
+    return RaggedBatch(
+        rollout=np.full(flat.size, -1.0),
+        old=-1.0 + flat,
+        mask=np.ones(flat.size, dtype=bool),
+        offsets=offsets,
+        steps=np.full(len(ell_rows), step, dtype=np.int64),
+    )
+
+
+def test_summary_figures_by_hand() -> None:
+    # ρ per token: row 0 = [3, 1], row 1 = [0.25, 1], row 2 = [1.5]
+    batch = _tiny([[math.log(3), 0.0], [math.log(0.25), 0.0], [math.log(1.5)]])
+    config = {"rollout_is": "token", "rollout_rs": "token_k1", "rollout_rs_threshold": 2.5}
+    comparison = PresetComparison([NamedConfig("c", config, parse_config(config, "latest"))])
+    comparison.update(batch)
+    s = comparison.summary("c")
+    # token_k1 2.5 keeps 1/2.5 ≤ ρ ≤ 2.5: rejects ρ = 3 and ρ = 0.25 → kept tokens 1, 1, 1.5
+    assert s["kept_token_share"] == pytest.approx(3 / 5)
+    assert s["kept_sequence_share"] == pytest.approx(1 / 3)  # only row 2 loses nothing
+    assert s["rejected_sequence_share"] == 0.0  # rows 0 and 1 keep their ρ = 1 token
+    # TIS at 2 truncates nothing among the kept tokens (1, 1, 1.5)
+    assert s["weight_mass_removed"] == pytest.approx(0.0, abs=1e-12)
+    assert s["ess"] == pytest.approx(3.5**2 / (3 * (1 + 1 + 2.25)))
+    assert s["max_weight"] == pytest.approx(1.5)
+
+
+def test_summary_without_rejection_counts_truncated_mass() -> None:
+    batch = _tiny([[math.log(3), 0.0], [math.log(0.25)]])
+    config = {
+        "rollout_is": "token",
+        "rollout_is_threshold": 2.0,
+        "rollout_is_batch_normalize": True,
+    }
+    comparison = PresetComparison([NamedConfig("c", config, parse_config(config, "latest"))])
+    comparison.update(batch)
+    s = comparison.summary("c")
+    assert s["kept_token_share"] == 1.0 and s["rejected_sequence_share"] == 0.0
+    # R = 3, 1, 0.25 and W = 2, 1, 0.25: Σ(R − W)/ΣR = 1 / 4.25
+    assert s["weight_mass_removed"] == pytest.approx(1 / 4.25)
+    # batch normalisation divides by μ = ΣW / (V + ε) = 3.25 / 3
+    assert s["max_weight"] == pytest.approx(2 / (3.25 / (3 + 1e-8)))
+
+
+def test_a_configuration_that_rejects_a_whole_step_is_reported() -> None:
+    comparison = PresetComparison(
+        [
+            NamedConfig(
+                "geo",
+                {},
+                parse_config(dict(PRESETS["latest"]["decoupled_geo_rs"].config), "latest"),
+            )
+        ]
+    )
+    comparison.update(_tiny([[0.5, 0.5]], step=0))  # geometric mean ρ = e^0.5: rejected
+    comparison.update(_tiny([[0.0, 0.0]], step=1))  # ρ = 1: kept
+    assert comparison.emptied_steps("geo") == [0]
+    assert comparison.summary("geo", 0)["kept_token_share"] == 0.0
+    assert comparison.summary("geo", 0)["ess"] is None

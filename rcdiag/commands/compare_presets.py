@@ -82,7 +82,10 @@ def compare_presets(
     ] = None,
     sort: Annotated[
         str | None,
-        typer.Option("--sort", help=f"Sort the table by a figure: {', '.join(SUMMARY_FIGURES)}."),
+        typer.Option(
+            "--sort",
+            help=f"Sort the table by a figure, best first: {', '.join(SUMMARY_FIGURES)}.",
+        ),
     ] = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
