@@ -39,7 +39,10 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
 def _as_numpy(x: Any) -> np.ndarray:
     """A numpy view of a numpy array, torch tensor (any device) or nested sequence."""
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) in ("torch.bfloat16", "torch.float16"):  # numpy has no bfloat16
+            x = x.float()
+        x = x.numpy()
     return np.asarray(x)
 
 
