@@ -31,12 +31,14 @@ class DumpSpec:
     drop_nonfinite: bool = False
     selection: StepSelection = field(default_factory=StepSelection)
 
-    def reader(self) -> DumpReader:
+    def reader(self, row_details: bool = False) -> DumpReader:
+        """A streaming reader; ``row_details`` also reads each row's uid and position."""
         return DumpReader(
             self.paths,
             self.columns,
             drop_nonfinite=self.drop_nonfinite,
             selection=self.selection,
+            row_details=row_details,
         )
 
 
@@ -45,10 +47,16 @@ Progress = Callable[[int, int], None]
 
 
 def stream(
-    dump: DumpSpec, update: Callable[[RaggedBatch], None], progress: Progress | None
+    dump: DumpSpec,
+    update: Callable[[RaggedBatch], None],
+    progress: Progress | None,
+    row_details: bool = False,
 ) -> DumpReader:
-    """Read the dump once, handing every batch to ``update``; returns the exhausted reader."""
-    reader = dump.reader()
+    """Read the dump once, handing every batch to ``update``; returns the exhausted reader.
+
+    ``row_details`` also reads each row's uid and position (for reports naming sequences).
+    """
+    reader = dump.reader(row_details)
     total = reader.total_rows
     for batch in prefetch(reader.batches()):
         update(batch)

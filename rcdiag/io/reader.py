@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import glob
-import os
 import queue
 import re
 import threading
@@ -35,11 +34,13 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "training": ("old_log_probs", "old_log_prob", "training_log_probs"),
     "mask": ("response_mask",),
     "step": ("step",),
+    "uid": ("uid",),
 }
 """Column names tried in order for each role when the user names none (contract §2)."""
 
 _FLAG = {"rollout": "--rollout-col", "training": "--training-col", "mask": "--mask-col"}
 _FLAG["step"] = "--step-col"
+_FLAG["uid"] = "--uid-col"
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,14 @@ def discover(paths: Sequence[str | Path]) -> list[Path]:
             found.extend(files)
         else:
             raise InputError(f"{path}: no such file or directory")
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return [Path(os.path.relpath(p)) if not Path(str(p)).is_absolute() else p for p in unique]
+    # The same file named twice (a path and a glob, say) is read once, spelled as first given.
+    seen: set[Path] = set()
+    unique = []
+    for path in found:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            unique.append(path)
+    return unique
 
 
 def _hive_step(path: Path, step_column: str) -> int | None:
@@ -147,7 +154,7 @@ def _resolve(schema: pa.Schema, path: Path, role: str, chosen: str | None) -> st
     for name in candidates:
         if name in names:
             return name
-    if role in ("mask", "step") and chosen is None:
+    if role in ("mask", "step", "uid") and chosen is None:
         return None
     wanted = " or ".join(repr(c) for c in candidates)
     close = difflib.get_close_matches(candidates[0], names, n=1, cutoff=0.5)
@@ -168,6 +175,7 @@ class _FileColumns:
     mask: str | None
     step: str | None
     hive_step: int | None
+    uid: str | None
 
 
 @dataclass
@@ -215,6 +223,7 @@ def open_file(path: Path, names: ColumnNames) -> DumpFile:
         mask=_resolve(schema, path, "mask", names.mask),
         step=_resolve(schema, path, "step", names.step if hive is None else None),
         hive_step=hive,
+        uid=_resolve(schema, path, "uid", None),
     )
     if names.step and columns.step is None and hive is None:
         raise InputError(f"{path}: no column {names.step!r} and no {names.step}=N directory")
@@ -273,6 +282,7 @@ class DumpReader:
             instead of raising.
         selection: steps to keep.
         batch_tokens: target tokens per yielded batch.
+        row_details: also read each row's ``uid`` (when the dump has one) and position.
     """
 
     def __init__(
@@ -283,12 +293,14 @@ class DumpReader:
         drop_nonfinite: bool = False,
         selection: StepSelection | None = None,
         batch_tokens: int = 1 << 20,
+        row_details: bool = False,
     ) -> None:
         self.names = columns or ColumnNames()
         self.files = [open_file(p, self.names) for p in discover(paths)]
         self.drop_nonfinite = drop_nonfinite
         self.selection = selection or StepSelection()
         self.batch_tokens = batch_tokens
+        self.row_details = row_details
         self.dropped_nonfinite = 0
         self.rows_read = 0
         self.tokens_read = 0
@@ -305,7 +317,8 @@ class DumpReader:
     def _file_batches(self, dump_file: DumpFile) -> Iterator[RaggedBatch]:
         cols = dump_file.columns
         wanted = [cols.rollout, cols.training]
-        wanted += [c for c in (cols.mask, cols.step) if c is not None and c not in wanted]
+        extra = (cols.mask, cols.step, cols.uid if self.row_details else None)
+        wanted += [c for c in extra if c is not None and c not in wanted]
         rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
         first_row = 0
         iterator = dump_file.handle.iter_batches(batch_size=rows_per_batch, columns=wanted)
@@ -364,6 +377,15 @@ class DumpReader:
             offsets=offsets,
             steps=steps,
         )
+        if self.row_details:
+            batch = dataclasses.replace(
+                batch,
+                source=str(path),
+                row_index=np.arange(first_row, first_row + lengths.size, dtype=np.int64),
+                uids=None
+                if cols.uid is None
+                else record_batch.column(cols.uid).to_numpy(zero_copy_only=False),
+            )
         # ℓ is finite exactly when both log-probs are (barring overflow of their difference, which
         # the slow path below reports as well); the core reuses the same ℓ.
         bad = ~np.isfinite(batch.raw_log_ratio) & mask

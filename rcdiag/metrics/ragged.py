@@ -28,6 +28,9 @@ class RaggedBatch:
         mask: response mask, bool [N]; values under ``False`` are ignored whatever they hold.
         offsets: int64 [B + 1], ``offsets[0] == 0`` and ``offsets[-1] == N``.
         steps: training step of each row, int64 [B].
+        source: where the rows come from (a file path), for reports; may be empty.
+        row_index: each row's position in ``source``, int64 [B], when known.
+        uids: each row's prompt-group id (the dump's ``uid`` column), when read.
     """
 
     rollout: F64
@@ -35,6 +38,9 @@ class RaggedBatch:
     mask: Bool
     offsets: I64
     steps: I64
+    source: str = ""
+    row_index: I64 | None = None
+    uids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.offsets[-1] if self.offsets.size else 0
@@ -73,6 +79,9 @@ class RaggedBatch:
             mask=self.mask[token_keep],
             offsets=offsets,
             steps=self.steps[keep],
+            source=self.source,
+            row_index=None if self.row_index is None else self.row_index[keep],
+            uids=None if self.uids is None else self.uids[keep],
         )
 
 
