@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from rcdiag.metrics.ragged import (
     segment_sum,
 )
 
+T = TypeVar("T")
 RowStats = dict[str, F64 | Moments]
 Metrics = dict[str, float | None]
 
@@ -47,7 +48,13 @@ class TokenView:
         self.offsets = batch.offsets
         self.mask = batch.mask
         self.log_ratio = masked_log_ratio(batch)
-        self._cache: dict[object, object] = {}
+        self._memo: dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` once per batch for ``key``: configurations share weights and criteria."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @cached_property
     def clamped(self) -> F64:
@@ -289,9 +296,9 @@ class Importance(Component):
     def weights(self, view: TokenView) -> Weights:
         """R and W before batch normalisation (spec §3 steps 1–2)."""
         key = ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
-        cached = view._cache.get(key)
-        if isinstance(cached, Weights):
-            return cached
+        return view.memo(key, lambda: self._weights(view))
+
+    def _weights(self, view: TokenView) -> Weights:
         plan = self.plan
         if plan.level == "token":
             row = None
@@ -304,9 +311,7 @@ class Importance(Component):
             applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
         else:
             applied = np.minimum(raw, plan.hi)
-        weights = Weights(raw, applied, row)
-        view._cache[key] = weights
-        return weights
+        return Weights(raw, applied, row)
 
     def row_stats(self, view: TokenView) -> RowStats:
         plan, w = self.plan, self.weights(view)
@@ -346,16 +351,13 @@ class Importance(Component):
 
 def divergence(view: TokenView, name: str) -> F64:
     """Per-token k1 = −ℓ̃, k2 = ½ℓ̃², k3 = exp(ℓ̃) − 1 − ℓ̃ on ℓ̃ = clamp(ℓ); 0 at invalid positions."""
-    key = ("divergence", name)
-    if key not in view._cache:
-        ell = view.clamped
-        if name == "k1":
-            view._cache[key] = -ell
-        elif name == "k2":
-            view._cache[key] = 0.5 * ell * ell
-        else:
-            view._cache[key] = np.expm1(ell) - ell
-    return view._cache[key]  # type: ignore[return-value]
+    ell = view.clamped
+    formulas: dict[str, Callable[[], F64]] = {
+        "k1": lambda: -ell,
+        "k2": lambda: 0.5 * ell * ell,
+        "k3": lambda: np.expm1(ell) - ell,
+    }
+    return view.memo(("divergence", name), formulas[name])
 
 
 @dataclass(frozen=True)
@@ -375,18 +377,7 @@ class Rejection(Component):
     criterion: Criterion
 
     kinds: ClassVar[dict[str, Kind]] = {
-        "sum": "sum",
-        "max": "max",
-        "min": "min",
-        "high": "sum",
-        "low": "sum",
-        "band": "moments",
-        "seq": "moments",
-        "seq_max": "max",
-        "seq_min": "min",
-        "seq_dev": "max",
-        "seq_high": "sum",
-        "seq_low": "sum",
+        **{name: kind for name, kind in WEIGHT_KINDS.items() if name != "band_sq"},
         "rejected": "sum",
         "rejected_rows": "sum",
     }
@@ -400,31 +391,27 @@ class Rejection(Component):
         return 0.0, c.hi
 
     def judge(self, view: TokenView) -> Judged:
-        key = ("criterion", self.criterion)
-        cached = view._cache.get(key)
-        if isinstance(cached, Judged):
-            return cached
+        return view.memo(("criterion", self.criterion), lambda: self._judge(view))
+
+    def _judge(self, view: TokenView) -> Judged:
         k = divergence(view, self.criterion.divergence)
         aggregation = self.criterion.aggregation
         lower, upper = self.bounds
+        two_sided = self.criterion.divergence == "k1"
+
+        def accepted(statistic: F64) -> Bool:
+            below = statistic <= upper
+            return (statistic >= lower) & below if two_sided else below
+
         if aggregation == "token":
-            ok = k <= upper if self.criterion.divergence != "k1" else (k >= lower) & (k <= upper)
-            judged = Judged(ok | ~view.mask, token_statistic=k)
+            return Judged(accepted(k) | ~view.mask, token_statistic=k)
+        if aggregation == "sum":
+            row = segment_sum(k, view.offsets)
+        elif aggregation == "mean":
+            row = view.row_mean(k)
         else:
-            if aggregation == "sum":
-                row = segment_sum(k, view.offsets)
-            elif aggregation == "mean":
-                row = view.row_mean(k)
-            else:
-                row = np.where(view.nonempty, view.valid_max(k), 0.0)
-            ok = (
-                row <= upper
-                if self.criterion.divergence != "k1"
-                else (row >= lower) & (row <= upper)
-            )
-            judged = Judged(view.broadcast(ok) | ~view.mask, row_statistic=row)
-        view._cache[key] = judged
-        return judged
+            row = np.where(view.nonempty, view.valid_max(k), 0.0)
+        return Judged(view.broadcast(accepted(row)) | ~view.mask, row_statistic=row)
 
     def row_stats(self, view: TokenView) -> RowStats:
         judged = self.judge(view)
@@ -522,23 +509,17 @@ class LegacyRejectionRule(Component):
         return np.where(view.mask, ratio, 0.0), row
 
     def judge(self, view: TokenView) -> Judged:
-        key = ("legacy_rs", self.rule)
-        cached = view._cache.get(key)
-        if isinstance(cached, Judged):
-            return cached
+        return view.memo(("legacy_rs", self.rule), lambda: self._judge(view))
+
+    def _judge(self, view: TokenView) -> Judged:
         lower, upper = self.rule.lower, self.rule.upper
         token_ratio, row = self.ratio(view)
         if row is None:
             keep = ((token_ratio >= lower) & (token_ratio <= upper)) | ~view.mask
-            judged = Judged(keep, token_statistic=token_ratio)
-        else:
-            row_ratio = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
-            row_keep = (row_ratio >= lower) & (row_ratio <= upper)
-            judged = Judged(
-                view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep
-            )
-        view._cache[key] = judged
-        return judged
+            return Judged(keep, token_statistic=token_ratio)
+        row_ratio = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
+        row_keep = (row_ratio >= lower) & (row_ratio <= upper)
+        return Judged(view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep)
 
     def row_stats(self, view: TokenView) -> RowStats:
         lower, upper = self.rule.lower, self.rule.upper
