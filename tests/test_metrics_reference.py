@@ -37,7 +37,7 @@ from rcdiag.metrics.ragged import RaggedBatch
 RTOL = 1e-6
 ATOL = 1e-9
 SKETCH_ALPHA = 2.0**-8  # docs/metrics.md: 8 bits per bucket
-SKETCH_MIN_ABS = 0.0  # the bound is relative for every magnitude
+SKETCH_MIN_ABS = float(np.finfo(np.float64).tiny)  # relative bound for normal floats
 SKETCH_SLACK = 1.0001
 
 GARBAGE = np.array([np.nan, np.inf, -np.inf, 3e38, -3e38, 1234.5])

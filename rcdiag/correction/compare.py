@@ -86,6 +86,7 @@ class PresetComparison:
         self.base = GroupedStats(ROW_STATISTICS)
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
+        self._finished: dict[int, dict[int | None, dict[str, float]]] = {}
         for c in configs:
             parts = (*plan_components(c.plan), Outcome(c.plan))
             for part in parts:
@@ -96,6 +97,7 @@ class PresetComparison:
         """Fold one batch into every configuration's statistics."""
         if batch.rows == 0:
             return
+        self._finished.clear()
         view = TokenView(batch)
         slots = self.base.slots_for(batch.steps)
         self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
@@ -111,12 +113,21 @@ class PresetComparison:
     def steps(self) -> list[int]:
         return self.base.keys()
 
+    def _stats(self, stats: GroupedStats, step: int | None) -> dict[str, float]:
+        """Summed statistics of one step or (None) the whole dump; computed once, then reused."""
+        cached = self._finished.get(id(stats))
+        if cached is None:
+            cached = {None: stats.total()}
+            for key, values in stats.groups().items():
+                cached[key] = values
+            self._finished[id(stats)] = cached
+        return cached[step]
+
     def _base(self, step: int | None) -> dict[str, float]:
-        return self.base.total() if step is None else self.base.group(step)
+        return self._stats(self.base, step)
 
     def _getter(self, component: Component, step: int | None, base: dict[str, float]) -> Getter:
-        stats = self._tracked[component].stats
-        own = stats.total() if step is None else stats.group(step)
+        own = self._stats(self._tracked[component].stats, step)
 
         def get(name: str) -> float:
             return own[name] if name in own else base[name]

@@ -29,6 +29,9 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -132,7 +132,21 @@ class GroupedStats:
 
     def group(self, key: int) -> dict[str, float]:
         """The statistics of one group."""
-        return self.total([key])
+        return self.groups()[key]
+
+    def groups(self) -> dict[int, dict[str, float]]:
+        """The statistics of every group, keyed by group (converted in one sweep per statistic)."""
+        size = len(self._key_of)
+        columns: dict[str, list[float]] = {
+            name: arr[:size].tolist() for name, arr in self._data.items()
+        }
+        for name, m in self._moments.items():
+            for part, suffix in zip(m, (".n", ".mean", ".m2"), strict=True):
+                columns[name + suffix] = part[:size].tolist()
+        return {
+            key: {name: values[slot] for name, values in columns.items()}
+            for slot, key in enumerate(self._key_of)
+        }
 
     def total(self, keys: Iterable[int] | None = None) -> dict[str, float]:
         """The statistics of the union of the given groups (default: all of them)."""

@@ -4,7 +4,8 @@ Values are counted in log-linear buckets read straight off their float64 bit pat
 histogram scheme): a bucket keeps the sign, the exponent and the top ``mantissa_bits`` bits of the
 mantissa, so it spans [2ᵉ(1 + j/2ᵐ), 2ᵉ(1 + (j+1)/2ᵐ)) and its midpoint is within relative error
 2⁻⁽ᵐ⁺¹⁾ of every value in it (0.39 % for the default m = 7). Hence ``quantile(q)`` returns the order
-statistic x₍⌊q(n−1)⌋₎ (0-based, ascending) to within that relative error. Bucketing is two integer
+statistic x₍⌊q(n−1)⌋₎ (0-based, ascending) to within that relative error — or, for a subnormal
+statistic (|x| < 2.2e-308), to within that absolute amount. Bucketing is two integer
 passes over the data, with no logarithm. Memory is the number of distinct occupied buckets per group:
 2ᵐ per power of two spanned, independent of the number of values.
 """
