@@ -48,18 +48,21 @@ Progress = Callable[[int, int], None]
 
 def stream(
     dump: DumpSpec,
-    update: Callable[[RaggedBatch], None],
+    update: Callable[[RaggedBatch], None] | Sequence[Callable[[RaggedBatch], None]],
     progress: Progress | None,
     row_details: bool = False,
 ) -> DumpReader:
-    """Read the dump once, handing every batch to ``update``; returns the exhausted reader.
+    """Read the dump once, handing every batch to ``update`` (or to each of several, in order);
+    returns the exhausted reader.
 
     ``row_details`` also reads each row's uid and position (for reports naming sequences).
     """
+    consumers = [update] if callable(update) else list(update)
     reader = dump.reader(row_details)
     total = reader.total_rows
     for batch in prefetch(reader.batches()):
-        update(batch)
+        for consume in consumers:
+            consume(batch)
         if progress is not None:
             progress(reader.rows_read, total)
     return reader
@@ -108,6 +111,14 @@ def analyze_dump(
     """
     analysis = OffPolicyAnalysis(options)
     reader = stream(dump, analysis.update, progress)
+    return analysis_document(dump, reader, analysis)
+
+
+def analysis_document(
+    dump: DumpSpec, reader: DumpReader, analysis: OffPolicyAnalysis
+) -> dict[str, Any]:
+    """The ``rcdiag analyze`` document of an analysis that has consumed the whole dump."""
+    options = analysis.options
     source = source_info(dump, reader, analysis.totals(), len(analysis.steps()))
     overall = analysis.overall()
     steps = [analysis.step_result(s) for s in analysis.steps()]
@@ -159,9 +170,20 @@ def compare_dump(
 
     Sweep points, when asked for, are evaluated in the same pass and listed under ``sweep``.
     """
-    everything = [*configs, *(sweep.configs if sweep else ())]
-    comparison = PresetComparison(everything)
+    comparison = PresetComparison([*configs, *(sweep.configs if sweep else ())])
     reader = stream(dump, comparison.update, progress)
+    return comparison_document(dump, reader, comparison, dialect, configs, sweep)
+
+
+def comparison_document(
+    dump: DumpSpec,
+    reader: DumpReader,
+    comparison: PresetComparison,
+    dialect: str,
+    configs: Sequence[NamedConfig],
+    sweep: Sweep | None = None,
+) -> dict[str, Any]:
+    """The ``rcdiag compare-presets`` document of a comparison that has consumed the whole dump."""
     source = source_info(dump, reader, comparison.base.total(), len(comparison.steps()))
     document: dict[str, Any] = {
         **header(dialect),

@@ -50,6 +50,19 @@ def cli_errors(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except (
+        Exception
+    ) as exc:  # a bug: still one line and exit 2, so 1 only ever means "checks failed"
+        if debug:
+            raise
+        print(
+            f"Error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
+            "traceback",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def json_safe(value: Any) -> Any:

@@ -32,6 +32,7 @@ from rcdiag.commands._common import (
     write_json,
 )
 from rcdiag.dialects import DEFAULT_DIALECT
+from rcdiag.formatting import fmt
 from rcdiag.health import evaluate, worst
 from rcdiag.results import DumpSpec, analyze_dump, empty_steps
 from rcdiag.results import Progress as Progress_
@@ -94,7 +95,7 @@ def analyze(
 
 @contextlib.contextmanager
 def progress_bar(quiet: bool) -> Iterator[Progress_]:
-    """A rows-read progress bar on stderr (hidden with ``quiet``), yielding its update function."""
+    """A rows-read progress bar on a terminal's stderr (not with ``quiet``); yields its update."""
     with Progress(
         TextColumn("reading"),
         BarColumn(),
@@ -103,7 +104,7 @@ def progress_bar(quiet: bool) -> Iterator[Progress_]:
         TimeRemainingColumn(),
         console=stderr,
         transient=True,
-        disable=quiet,
+        disable=quiet or not stderr.is_terminal,  # logs get no bar (and no stray blank line)
     ) as bar:
         task = bar.add_task("read", total=None)
 
@@ -117,6 +118,12 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> d
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
         document = analyze_dump(spec, options, advance)
+    warn_about_input(document)
+    return document
+
+
+def warn_about_input(document: dict[str, Any]) -> None:
+    """Warnings about steps without valid tokens and about tokens --drop-nonfinite masked."""
     for s in empty_steps(document):
         stderr.print(
             f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
@@ -127,19 +134,6 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> d
             f"[yellow]Note:[/] masked {document['source']['dropped_nonfinite']} non-finite "
             "log-probs at valid positions (--drop-nonfinite)."
         )
-    return document
-
-
-def fmt(value: float | None) -> str:
-    """Compact, aligned numbers: 4 significant digits, scientific when small or large."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if 1e-3 <= magnitude < 1e5:
-        return f"{value:.4g}"
-    return f"{value:.3e}"
 
 
 def show(document: dict[str, Any]) -> None:

@@ -1,6 +1,166 @@
-"""Placeholder: `rcdiag baseline` is being built."""
+"""``rcdiag baseline``: store a reference run's metrics and bootstrap replicates for ``rcdiag check``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.checks.baseline import baseline_document
+from rcdiag.checks.bootstrap import (
+    BASELINE_STREAM,
+    DEFAULT_REPLICATES,
+    DEFAULT_SEED,
+    PoissonBootstrap,
+)
+from rcdiag.checks.defaults import BASELINE_DIRECTIONS
+from rcdiag.commands._common import (
+    DebugOption,
+    DialectOption,
+    DropNonfinite,
+    MaskCol,
+    PathsArgument,
+    RolloutCol,
+    StepCol,
+    StepOption,
+    StepsOption,
+    TrainingCol,
+    cli_errors,
+    dump_spec,
+    parse_dialect,
+    stderr,
+    stdout,
+    write_json,
+)
+from rcdiag.commands.analyze import progress_bar, warn_about_input
+from rcdiag.correction.compare import PresetComparison
+from rcdiag.dialects import DEFAULT_DIALECT
+from rcdiag.errors import UsageError
+from rcdiag.formatting import fmt
+from rcdiag.io.reader import DumpReader
+from rcdiag.io.writer import atomic_write
+from rcdiag.metrics.ragged import F64
+from rcdiag.results import DumpSpec, analysis_document, stream
+
+VetoOption = Annotated[
+    float | None,
+    typer.Option(
+        "--veto-threshold",
+        help="τ: a valid token with π_train/π_rollout < τ is catastrophic (default 1e-4).",
+    ),
+]
 
 
-def baseline() -> None:
-    """Not available yet."""
-    raise SystemExit("rcdiag baseline: not available yet")
+def analyze_with_bootstrap(
+    spec: DumpSpec,
+    options: AnalyzeOptions,
+    *,
+    seed: int,
+    replicates: int,
+    stream_id: int,
+    quiet: bool,
+    comparison: PresetComparison | None = None,
+) -> tuple[dict[str, Any], dict[str, F64], PresetComparison | None, DumpReader]:
+    """One pass over the dump: the analyze document, K bootstrap replicates of every overall
+    metric, and (when given) a preset comparison fed the same batches."""
+    analysis = OffPolicyAnalysis(options)
+    boot = PoissonBootstrap(replicates, seed, stream_id, options.effective_veto_threshold)
+    consumers = [analysis.update, boot.update]
+    if comparison is not None:
+        consumers.append(comparison.update)
+    with progress_bar(quiet) as advance:
+        reader = stream(spec, consumers, advance)
+    document = analysis_document(spec, reader, analysis)
+    warn_about_input(document)
+    return document, boot.replicate_metrics(options.legacy_veto), comparison, reader
+
+
+def write_output(path: Path, content: dict[str, Any] | str) -> None:
+    """Write a JSON document (NaN as null) or a text atomically; an unwritable path is exit 2."""
+    try:
+        if isinstance(content, str):
+            with atomic_write(path) as handle:
+                handle.write(content)
+        else:
+            write_json(path, content)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def baseline(
+    paths: PathsArgument,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The baseline JSON file to write (atomically).")
+    ],
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the bootstrap weights (reproducible).")
+    ] = DEFAULT_SEED,
+    replicates: Annotated[
+        int, typer.Option("--replicates", help="Bootstrap replicates K (≥ 10).")
+    ] = DEFAULT_REPLICATES,
+    dialect: DialectOption = None,
+    veto_threshold: VetoOption = None,
+    step: StepOption = None,
+    steps: StepsOption = None,
+    rollout_col: RolloutCol = None,
+    training_col: TrainingCol = None,
+    mask_col: MaskCol = None,
+    step_col: StepCol = None,
+    drop_nonfinite: DropNonfinite = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    debug: DebugOption = False,
+) -> None:
+    """Store a reference dump's metrics and bootstrap replicates for `rcdiag check --baseline`."""
+    with cli_errors(debug):
+        if seed < 0:
+            raise UsageError(f"--seed must be ≥ 0, got {seed}")
+        if replicates < 10:
+            raise UsageError(f"--replicates must be ≥ 10, got {replicates}")
+        options = AnalyzeOptions(
+            dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
+        )
+        spec = dump_spec(
+            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
+        )
+        analysis, reps, _, _ = analyze_with_bootstrap(
+            spec, options, seed=seed, replicates=replicates, stream_id=BASELINE_STREAM, quiet=quiet
+        )
+        document = baseline_document(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
+        write_output(output, document)
+    if quiet:
+        return
+    show(document)
+    stderr.print(f"wrote {output}")
+
+
+def show(document: dict[str, Any]) -> None:
+    """The mismatch metrics of the baseline with their 95 % bootstrap percentile intervals."""
+    source = document["source"]
+    boot = document["bootstrap"]
+    stdout.print(
+        f"[bold]rcdiag baseline[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
+        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps · "
+        f"{boot['replicates']} replicates (seed {boot['seed']})"
+    )
+    table = Table(title="Baseline (overall, 95% bootstrap interval)", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("interval", justify="right")
+    for name in BASELINE_DIRECTIONS:
+        if name not in document["overall"]:
+            continue
+        reps = boot["metrics"].get(name)
+        interval = "–"
+        if reps:
+            values = np.array([np.nan if v is None else v for v in reps], dtype=np.float64)
+            values = values[np.isfinite(values)]
+            if values.size:
+                lo, hi = np.quantile(values, [0.025, 0.975])
+                interval = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
+        table.add_row(name, fmt(document["overall"][name]), interval)
+    stdout.print(table)

@@ -1,6 +1,395 @@
-"""Placeholder: `rcdiag check` is being built."""
+"""``rcdiag check``: CI gates on the rollout/training mismatch; exit 0 pass, 1 fail, 2 bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.checks.baseline import Baseline, check_compatible, parse_baseline
+from rcdiag.checks.bootstrap import CHECK_STREAM
+from rcdiag.checks.catalog import analysis_metric_names, preset_metric_names
+from rcdiag.checks.defaults import default_rules
+from rcdiag.checks.evaluate import CheckInputs, check_document, evaluate_rules, fmt
+from rcdiag.checks.outputs import STATUS_TEXT, junit_xml, markdown, verdict_line
+from rcdiag.checks.rules import (
+    SETTING_NAMES,
+    CheckSettings,
+    MetricCatalog,
+    Rule,
+    RuleSet,
+    parse_rule,
+    parse_rules_toml,
+    referenced_presets,
+    validate_rules,
+)
+from rcdiag.commands._common import (
+    EXIT_CHECKS_FAILED,
+    DebugOption,
+    DialectOption,
+    DropNonfinite,
+    JsonOption,
+    MaskCol,
+    PathsArgument,
+    RolloutCol,
+    StepCol,
+    StepOption,
+    StepsOption,
+    TrainingCol,
+    cli_errors,
+    dump_spec,
+    parse_dialect,
+    stderr,
+    stdout,
+)
+from rcdiag.commands.analyze import progress_bar, warn_about_input
+from rcdiag.commands.baseline import VetoOption, analyze_with_bootstrap, write_output
+from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.correction.loading import resolve_configs
+from rcdiag.correction.presets import PRESETS
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.errors import UsageError
+from rcdiag.metrics.ragged import F64
+from rcdiag.results import DumpSpec, analysis_document, comparison_document, stream
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
 
 
-def check() -> None:
-    """Not available yet."""
-    raise SystemExit("rcdiag check: not available yet")
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+
+
+def load_rules(rules_file: Path | None, rule: list[str]) -> RuleSet:
+    """The rules file and the ``--rule`` flags, merged (file first)."""
+    from_file = (
+        parse_rules_toml(_read_text(rules_file, "rules file"), str(rules_file))
+        if rules_file is not None
+        else RuleSet()
+    )
+    flags = tuple(parse_rule(text, "--rule") for text in rule)
+    return RuleSet((*from_file.rules, *flags), from_file.settings, from_file.include_defaults)
+
+
+def load_baseline(path: Path) -> Baseline:
+    """A baseline file, parsed and validated (exit 2 when it is not one)."""
+    try:
+        document = json.loads(_read_text(path, "baseline"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    return parse_baseline(document, str(path))
+
+
+def _settings(file: RuleSet, given: dict[str, float | None]) -> CheckSettings:
+    values = {**file.settings, **{k: v for k, v in given.items() if v is not None}}
+    return CheckSettings(**{k: values[k] for k in SETTING_NAMES if k in values})
+
+
+def _configs(
+    rules: list[Rule], config_files: list[Path], dialect: Dialect
+) -> tuple[list[NamedConfig], list[str]]:
+    """The configurations the rules name (presets or --config files) and every available name."""
+    stems = {path.stem: path for path in config_files}
+    available = [*PRESETS[dialect], *stems]
+    wanted = [p for p in referenced_presets(rules) if p in available]
+    for stem in stems:
+        if stem not in wanted:
+            stderr.print(f"[yellow]Note:[/] --config {stems[stem]}: no rule reads preset:{stem}/…")
+    if not wanted:
+        return [], available
+    preset_names = [p for p in wanted if p in PRESETS[dialect] and p not in stems]
+    files = [stems[p] for p in wanted if p in stems]
+    _, configs = resolve_configs(preset_names, files, dialect)
+    return configs, available
+
+
+class Plan(NamedTuple):
+    """What a check will compute, decided before the dump is read."""
+
+    options: AnalyzeOptions
+    rules: list[Rule]
+    configs: list[NamedConfig]
+    catalog: MetricCatalog
+
+
+def make_plan(
+    ruleset: RuleSet,
+    settings: CheckSettings,
+    baseline: Baseline | None,
+    baseline_path: Path | None,
+    dialect: str | None,
+    veto_threshold: float | None,
+    config_files: list[Path] | None,
+) -> Plan:
+    """Options (the baseline's dialect and veto threshold unless given), the rules (the defaults
+    when none are given), the configurations they read; every rule validated.
+
+    Raises:
+        UsageError: an incompatible baseline, an unknown metric or preset.
+    """
+    chosen = parse_dialect(dialect) or (
+        baseline.dialect if baseline is not None else DEFAULT_DIALECT
+    )
+    if veto_threshold is None and baseline is not None:
+        veto_threshold = baseline.veto_threshold
+    options = AnalyzeOptions(dialect=chosen, veto_threshold=veto_threshold)
+    if baseline is not None:
+        check_compatible(baseline, chosen, options.effective_veto_threshold, str(baseline_path))
+    names = analysis_metric_names(options)
+    rules = list(ruleset.rules)
+    if not rules or ruleset.include_defaults:
+        rules = [*default_rules(names, baseline is not None, settings.abs_tol), *rules]
+    configs, available = _configs(rules, config_files or [], chosen)
+    catalog = MetricCatalog(
+        analysis=names,
+        presets=preset_metric_names(configs),
+        available_presets=available,
+        baseline=None if baseline is None else list(baseline.overall),
+    )
+    validate_rules(rules, catalog)
+    return Plan(options, rules, configs, catalog)
+
+
+def read_once(
+    spec: DumpSpec, plan: Plan, baseline: Baseline | None, bootstrap: bool, quiet: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, F64] | None]:
+    """One pass over the dump feeding the analysis, the preset comparison (when rules read a
+    preset) and the bootstrap (when rules compare with a baseline).
+
+    Returns the analyze document, the compared configurations by name and the replicates.
+    """
+    options, _, configs, _ = plan
+    comparison = PresetComparison(configs) if configs else None
+    replicates = None
+    if bootstrap and baseline is not None:
+        analysis, replicates, comparison, reader = analyze_with_bootstrap(
+            spec,
+            options,
+            seed=baseline.seed,
+            replicates=baseline.replicates,
+            stream_id=CHECK_STREAM,
+            quiet=quiet,
+            comparison=comparison,
+        )
+    else:
+        only = OffPolicyAnalysis(options)
+        consumers = [only.update] + ([comparison.update] if comparison is not None else [])
+        with progress_bar(quiet) as advance:
+            reader = stream(spec, consumers, advance)
+        analysis = analysis_document(spec, reader, only)
+        warn_about_input(analysis)
+    presets: dict[str, Any] = {}
+    if comparison is not None:
+        document = comparison_document(spec, reader, comparison, options.dialect, configs)
+        presets = {entry["name"]: entry for entry in document["presets"]}
+    return analysis, presets, replicates
+
+
+def check(
+    paths: PathsArgument,
+    rules_file: Annotated[
+        Path | None,
+        typer.Option("--rules", help="A TOML rules file (schema: docs/rules.md)."),
+    ] = None,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            "-r",
+            help="A rule, e.g. 'rollout_corr/k3_kl.overall < 1e-3' (repeatable; docs/rules.md).",
+        ),
+    ] = None,
+    with_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--with-defaults", help="Also evaluate the built-in rules when rules are given."
+        ),
+    ] = False,
+    baseline_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="A baseline made by `rcdiag baseline`: adds drift-against-baseline rules.",
+        ),
+    ] = None,
+    abs_tol: Annotated[
+        float | None,
+        typer.Option("--abs-tol", help="Absolute tolerance of baseline comparisons (default 0)."),
+    ] = None,
+    rel_tol: Annotated[
+        float | None,
+        typer.Option(
+            "--rel-tol", help="Relative tolerance of baseline comparisons (default 0.1 = 10%)."
+        ),
+    ] = None,
+    confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--confidence", help="Level of the bootstrap interval of the drift (default 0.99)."
+        ),
+    ] = None,
+    trend_alpha: Annotated[
+        float | None,
+        typer.Option(
+            "--trend-alpha", help="Significance level of the rise/fall change-point test (0.05)."
+        ),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="A YAML rollout-correction configuration that rules can read as "
+            "preset:<file stem>/… (repeatable).",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML (one test case per rule).")
+    ] = None,
+    markdown_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--markdown",
+            help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+        ),
+    ] = None,
+    json_path: JsonOption = None,
+    dialect: DialectOption = None,
+    veto_threshold: VetoOption = None,
+    step: StepOption = None,
+    steps: StepsOption = None,
+    rollout_col: RolloutCol = None,
+    training_col: TrainingCol = None,
+    mask_col: MaskCol = None,
+    step_col: StepCol = None,
+    drop_nonfinite: DropNonfinite = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing but errors and the verdict.")
+    ] = False,
+    debug: DebugOption = False,
+) -> None:
+    """Evaluate CI rules on a dump: exit 0 when they hold, 1 when a rule fails, 2 on bad input.
+
+    Without rules: contract §5 thresholds, a trend gate, and drift against --baseline (docs/rules.md).
+    """
+    with cli_errors(debug):
+        ruleset = load_rules(rules_file, rule or [])
+        if with_defaults:
+            ruleset = RuleSet(ruleset.rules, ruleset.settings, include_defaults=True)
+        settings = _settings(
+            ruleset,
+            {
+                "abs_tol": abs_tol,
+                "rel_tol": rel_tol,
+                "confidence": confidence,
+                "trend_alpha": trend_alpha,
+            },
+        )
+        baseline = load_baseline(baseline_path) if baseline_path is not None else None
+        plan = make_plan(
+            ruleset, settings, baseline, baseline_path, dialect, veto_threshold, config
+        )
+        rules, catalog = plan.rules, plan.catalog
+        uses_baseline = any(r.baseline is not None for r in rules)
+        if baseline is not None and not uses_baseline:
+            stderr.print(
+                "[yellow]Note:[/] --baseline given but no rule compares with it "
+                "(write METRIC.overall <= baseline, or add --with-defaults)."
+            )
+
+        spec = dump_spec(
+            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
+        )
+        analysis, presets, replicates = read_once(spec, plan, baseline, uses_baseline, quiet)
+        validate_rules(
+            rules,
+            MetricCatalog(
+                analysis=list(analysis["overall"]),
+                presets={name: list(entry["overall"]) for name, entry in presets.items()},
+                available_presets=catalog.available_presets,
+                baseline=catalog.baseline,
+            ),
+        )
+        inputs = CheckInputs(analysis, presets, replicates, baseline)
+        results = evaluate_rules(rules, inputs, settings)
+        document = check_document(
+            inputs, results, settings, None if baseline_path is None else str(baseline_path)
+        )
+        write_outputs(document, json_path, junit, markdown_path)
+    if not quiet:
+        show(document)
+    else:
+        stdout.print(f"rcdiag check: {verdict_line(document)}")
+    if not document["passed"]:
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def write_outputs(
+    document: dict[str, Any], json_path: Path | None, junit: Path | None, md: Path | None
+) -> None:
+    """Every requested file, atomically; the Markdown is also appended to $GITHUB_STEP_SUMMARY."""
+    if json_path is not None:
+        write_output(json_path, document)
+    if junit is not None:
+        timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        write_output(junit, junit_xml(document, timestamp))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if md is None and not summary:
+        return
+    text = markdown(document)
+    if md is not None:
+        write_output(md, text)
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        except OSError as exc:
+            raise UsageError(
+                f"$GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})"
+            ) from None
+
+
+def show(document: dict[str, Any]) -> None:
+    """A table of every rule: status, value, allowed region, detail; then the verdict."""
+    source = document["source"]
+    line = (
+        f"[bold]rcdiag check[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
+        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps"
+    )
+    if document["baseline"] is not None:
+        line += f" · baseline {escape(str(document['baseline']['path']))}"
+    stdout.print(line)
+    table = Table(title="Rules", title_justify="left")
+    table.add_column("status")
+    table.add_column("rule")
+    table.add_column("value", justify="right")
+    table.add_column("allowed")
+    table.add_column("detail")
+    for rule in document["rules"]:
+        status = rule["status"]
+        table.add_row(
+            f"[{_STYLE[status]}]{STATUS_TEXT[status]}[/]",
+            escape(rule["name"]),
+            fmt(rule["value"]),
+            escape(rule["limit"]),
+            escape(rule["detail"]),
+        )
+    stdout.print(table)
+    for rule in document["rules"]:
+        if rule["status"] in ("fail", "warn") and rule["why"]:
+            style = _STYLE[rule["status"]]
+            stdout.print(
+                f"[{style}]{STATUS_TEXT[rule['status']]}[/] {escape(rule['name'])}: "
+                f"{escape(rule['why'])}"
+            )
+    style = "bold green" if document["passed"] else "bold red"
+    stdout.print(f"[{style}]{verdict_line(document)}[/]")

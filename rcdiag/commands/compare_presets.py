@@ -28,11 +28,12 @@ from rcdiag.commands._common import (
     stdout,
     write_json,
 )
-from rcdiag.commands.analyze import fmt, progress_bar
+from rcdiag.commands.analyze import progress_bar
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import UsageError
+from rcdiag.formatting import fmt
 from rcdiag.results import compare_dump
 
 COLUMNS: dict[str, str] = {
