@@ -18,6 +18,7 @@ install: $(VENV)/.installed
 
 demo: install
 	$(BIN)/rcdiag analyze sample_data/drift --json out/drift.json
+	$(BIN)/rcdiag report sample_data/drift -o out/drift_report.html --json out/drift_report.json
 
 lint: install
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -73,6 +74,14 @@ def analyze(
     mask_col: MaskCol = None,
     step_col: StepCol = None,
     drop_nonfinite: DropNonfinite = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the self-contained HTML report (rcdiag report) to this file; the "
+            "preset comparison and profile it needs are computed in the same pass.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     debug: DebugOption = False,
 ) -> None:
@@ -84,13 +93,18 @@ def analyze(
         spec = dump_spec(
             paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
         )
-        document = run_with_progress(spec, options, quiet)
+        if html is None:
+            document = run_with_progress(spec, options, quiet)
+        else:
+            document = run_report_with_progress(spec, options, html, quiet)
         if json_path is not None:
             write_json(json_path, document)
     if not quiet:
         show(document)
         if json_path is not None:
             stderr.print(f"wrote {json_path}")
+        if html is not None:
+            stderr.print(f"wrote {html}: open it in a browser")
 
 
 @contextlib.contextmanager
@@ -118,6 +132,22 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> d
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
         document = analyze_dump(spec, options, advance)
+    warn_about_input(document)
+    return document
+
+
+def run_report_with_progress(
+    spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool
+) -> dict[str, Any]:
+    """Analyse and write the HTML report from the same pass; returns the analyze document."""
+    from rcdiag.report.render import write_html
+    from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
+
+    report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
+    with progress_bar(quiet) as advance:
+        full = build_report_document(spec, report_options, advance)
+    write_html(html, full)
+    document = analyze_part(full)
     warn_about_input(document)
     return document
 

@@ -1,6 +1,131 @@
-"""Placeholder: `rcdiag recommend` is being built."""
+"""``rcdiag recommend``: the configuration to use for a dump, with the reasons and the verl config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from rcdiag.commands._common import (
+    DebugOption,
+    DialectOption,
+    DropNonfinite,
+    JsonOption,
+    MaskCol,
+    RolloutCol,
+    StepCol,
+    StepOption,
+    StepsOption,
+    TrainingCol,
+    cli_errors,
+    stderr,
+    stdout,
+    write_json,
+)
+from rcdiag.commands.report import (
+    FromOption,
+    OptionalPaths,
+    QuietOption,
+    TopOption,
+    VetoOption,
+    load_or_compute,
+)
+from rcdiag.metrics.profile import DEFAULT_TOP_K
+
+_STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
 
-def recommend() -> None:
-    """Not available yet."""
-    raise SystemExit("rcdiag recommend: not available yet")
+def _bullet(text: str, indent: int = 2) -> Text:
+    return Text(" " * indent + "• ") + Text(text)
+
+
+def show(document: dict[str, Any]) -> None:
+    """The recommendation on the terminal: verdict, findings, choices with reasons, config."""
+    from rcdiag.report.recommend import expected_text
+
+    source = document.get("source") or {}
+    verdict = document.get("verdict") or {}
+    rec = document.get("recommendation") or {}
+    status = str(verdict.get("status"))
+    paths = source.get("paths") or ["?"]
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} files"
+    stdout.print(
+        Text.assemble(
+            ("rcdiag recommend", "bold"),
+            f" · {where} · dialect {document.get('dialect')} · {source.get('rows', 0):,} sequences · "
+            f"{source.get('valid_tokens', 0):,} valid tokens · {source.get('steps', 0)} steps",
+        )
+    )
+    stdout.print(
+        Text.assemble(
+            (f"{status.upper()}: ", _STYLE.get(status, "bold")), verdict.get("headline", "")
+        )
+    )
+    choices = rec.get("choices") or []
+    if not choices:
+        for note in rec.get("notes") or []:
+            stdout.print(Text(note))
+        return
+    best = choices[0]
+    stdout.print(Text.assemble(("\nRecommended: ", "bold"), (best["name"], "bold cyan")))
+    stdout.print(Text("  " + best["title"]))
+    if best.get("expected"):
+        stdout.print(Text("  " + expected_text(best["expected"]), style="dim"))
+    stdout.print(Text("Why (rules that fired, then the thresholds)", style="bold"))
+    for reason in best["reasons"]:
+        stdout.print(_bullet(reason))
+    stdout.print(Text("\nverl YAML", style="bold"))
+    stdout.print(Text(best["yaml"].rstrip("\n")))
+    stdout.print(Text("\nPython", style="bold"))
+    stdout.print(Text(best["python"]))
+    stdout.print(Text("\nCommand-line overrides", style="bold"))
+    stdout.print(Text(best["overrides"]))
+    if len(choices) > 1:
+        stdout.print(Text("\nAlternatives", style="bold"))
+        for i, choice in enumerate(choices[1:], start=2):
+            stdout.print(
+                Text.assemble(f"  {i}. ", (choice["name"], "cyan"), f" — {choice['title']}")
+            )
+            for reason in choice["reasons"]:
+                stdout.print(_bullet(reason, 5))
+            if choice.get("expected"):
+                stdout.print(Text("     " + expected_text(choice["expected"]), style="dim"))
+            stdout.print(Text("     " + choice["python"].splitlines()[-1], style="dim"))
+    if rec.get("avoid"):
+        stdout.print(Text("\nNot recommended for this dump", style="bold"))
+        for group in rec["avoid"]:
+            names = ", ".join(p["name"] for p in group["presets"])
+            stdout.print(_bullet(f"{group['reason']}: {names}"))
+    for note in rec.get("notes") or []:
+        stdout.print(Text.assemble(("\nNote: ", "bold yellow"), note))
+
+
+def recommend(
+    paths: OptionalPaths = None,
+    from_json: FromOption = None,
+    json_path: JsonOption = None,
+    dialect: DialectOption = None,
+    veto_threshold: VetoOption = None,
+    top: TopOption = DEFAULT_TOP_K,
+    step: StepOption = None,
+    steps: StepsOption = None,
+    rollout_col: RolloutCol = None,
+    training_col: TrainingCol = None,
+    mask_col: MaskCol = None,
+    step_col: StepCol = None,
+    drop_nonfinite: DropNonfinite = False,
+    quiet: QuietOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Recommend a rollout-correction configuration for a dump: ranked choices, the reasons in
+    plain words, and the verl YAML / Python preset call to paste (the same as rcdiag report)."""
+    with cli_errors(debug):
+        spec_args = (rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps)
+        document = load_or_compute(paths, from_json, dialect, veto_threshold, top, spec_args, quiet)
+        if json_path is not None:
+            write_json(json_path, document)
+    if quiet:
+        return
+    show(document)
+    if json_path is not None:
+        stderr.print(f"wrote {json_path}", markup=False)

@@ -1,0 +1,326 @@
+"""Where the rollout/training mismatch lives: distributions, buckets and the worst sequences.
+
+A streaming, bounded-memory companion of :class:`~rcdiag.analysis.OffPolicyAnalysis` for the HTML
+report. Notation as in :mod:`rcdiag.metrics.offpolicy`: per valid token ℓ = log π_train − log π_rollout,
+per row i with n_i ≥ 1 valid tokens S_i = Σ_valid ℓ and the geometric-mean log ratio m_i = S_i / n_i.
+
+What is collected (every figure exact, not sampled):
+
+* **Histograms** of ℓ over valid tokens and of S_i and m_i over rows with a valid token, on one fixed
+  set of *signed log-spaced* bins: magnitudes 10⁻⁵ … 10⁴ with :data:`BINS_PER_DECADE` bins per
+  decade on each side of 0, a central bin [−10⁻⁵, 10⁻⁵), and one overflow bin at each end
+  (x < −10⁴, x ≥ 10⁴). So tiny bf16 noise (|ℓ| ≈ 10⁻³) and catastrophic tokens (ℓ ≈ −15) are both
+  resolved, and histograms of different batches add up.
+* **Buckets** of valid tokens by rollout probability p = exp(log π_rollout) (fixed edges
+  :data:`ROLLOUT_PROB_EDGES`), by position t in the response (t = 1, 2–3, 4–7, …: ⌊log₂ t⌋), and of
+  rows by response length n_i (same log₂ buckets). Each bucket keeps Σ1, Σℓ, Σ|ℓ|, Σℓ², Σk3 with
+  k3 = e^ℓ − 1 − ℓ (unclamped, as verl's ``k3_kl``) and max |ℓ|; length buckets also keep the row
+  count, Σ|S_i| and max |S_i|: mean |S_i| grows like n for a systematic shift and like √n for noise,
+  which is why sequence-level ratios explode on long responses.
+* **Top sequences**: the ``top_k`` rows with the largest |S_i| and the ``top_k`` rows with the largest
+  max_t |ℓ| (ties: the earlier row), with their step, position in the stream, and — when the batch
+  carries them (a reader with ``row_details``) — file, row in the file and ``uid``.
+
+Memory is O(bins + buckets + top_k) whatever the dump size; every update is vectorised numpy (the only
+Python loops run over bucket tables and the ≤ ``top_k`` candidate rows of a batch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_max, segment_sum
+
+BINS_PER_DECADE = 8
+"""Histogram resolution: 8 bins per decade of |x| (each bin spans a factor 10^(1/8) ≈ 1.33)."""
+LOG_MAGNITUDE_RANGE = (-5, 4)
+"""Decades of |x| covered by regular bins: 10⁻⁵ … 10⁴."""
+
+_MAGNITUDES = 10.0 ** np.linspace(
+    LOG_MAGNITUDE_RANGE[0],
+    LOG_MAGNITUDE_RANGE[1],
+    (LOG_MAGNITUDE_RANGE[1] - LOG_MAGNITUDE_RANGE[0]) * BINS_PER_DECADE + 1,
+)
+SIGNED_LOG_EDGES: F64 = np.concatenate([-_MAGNITUDES[::-1], _MAGNITUDES])
+"""Increasing bin edges e_0 < … < e_145; bin j holds e_(j−1) ≤ x < e_j (bin 0: x < e_0, last: x ≥ e_145)."""
+
+ROLLOUT_PROB_EDGES: tuple[float, ...] = (1e-4, 1e-3, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999)
+"""Rollout-probability buckets: [0, 1e-4), [1e-4, 1e-3), …, [0.999, 1]."""
+_LOG_PROB_EDGES: F64 = np.log(np.array(ROLLOUT_PROB_EDGES))
+
+LOG2_BUCKETS = 21
+"""Position and length buckets ⌊log₂ t⌋ = 0 … 20 (the last one also holds anything longer)."""
+
+DEFAULT_TOP_K = 20
+
+_TOKEN_SUMS = ("tokens", "sum", "abs_sum", "sq_sum", "k3_sum")
+
+
+def signed_log_bin(values: F64) -> I64:
+    """Index of the :data:`SIGNED_LOG_EDGES` bin of each value (0 … 146).
+
+    Example:
+        >>> signed_log_bin(np.array([-1e9, -1.0, 0.0, 1.0, 1e9])).tolist()
+        [0, 33, 73, 114, 146]
+    """
+    return np.searchsorted(SIGNED_LOG_EDGES, values, side="right").astype(np.int64)
+
+
+def log2_bucket(counts: I64 | F64) -> I64:
+    """⌊log₂ x⌋ for x ≥ 1, capped at ``LOG2_BUCKETS − 1`` (exact for integers, via frexp).
+
+    Example:
+        >>> log2_bucket(np.array([1, 2, 3, 4, 7, 8])).tolist()
+        [0, 1, 1, 2, 2, 3]
+    """
+    _, exponent = np.frexp(np.asarray(counts, dtype=np.float64))
+    return np.minimum(exponent.astype(np.int64) - 1, LOG2_BUCKETS - 1)
+
+
+def log2_bucket_label(bucket: int) -> str:
+    """``1``, ``2–3``, ``4–7``, …; the last bucket is open-ended."""
+    lo = 1 << bucket
+    if bucket == LOG2_BUCKETS - 1:
+        return f"≥{lo:,}"
+    hi = (1 << (bucket + 1)) - 1
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def _prob_label(bucket: int) -> str:
+    edges = (0.0, *ROLLOUT_PROB_EDGES, 1.0)
+    lo, hi = edges[bucket], edges[bucket + 1]
+    return f"{lo:g}–{hi:g}"
+
+
+class _TokenBuckets:
+    """Σ1, Σℓ, Σ|ℓ|, Σℓ², Σk3 and max |ℓ| of valid tokens, per bucket."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.sums = {name: np.zeros(size) for name in _TOKEN_SUMS}
+        self.abs_max = np.zeros(size)
+
+    def add(self, bucket: I64, ell: F64, abs_ell: F64, k3: F64) -> None:
+        n = self.size
+        self.sums["tokens"] += np.bincount(bucket, minlength=n)
+        self.sums["sum"] += np.bincount(bucket, weights=ell, minlength=n)
+        self.sums["abs_sum"] += np.bincount(bucket, weights=abs_ell, minlength=n)
+        self.sums["sq_sum"] += np.bincount(bucket, weights=ell * ell, minlength=n)
+        self.sums["k3_sum"] += np.bincount(bucket, weights=k3, minlength=n)
+        np.maximum.at(self.abs_max, bucket, abs_ell)
+
+    def rows(self, label: Any) -> list[dict[str, Any]]:
+        """One dict per non-empty bucket: counts, mean ℓ, mean |ℓ|, std of ℓ, k3 mean, max |ℓ|."""
+        out = []
+        for b in range(self.size):
+            tokens = self.sums["tokens"][b]
+            if tokens == 0:
+                continue
+            mean = self.sums["sum"][b] / tokens
+            variance = max(0.0, self.sums["sq_sum"][b] / tokens - mean * mean)
+            out.append(
+                {
+                    "bucket": b,
+                    "label": label(b),
+                    "tokens": int(tokens),
+                    "mean_log_ratio": float(mean),
+                    "mean_abs_log_ratio": float(self.sums["abs_sum"][b] / tokens),
+                    "std_log_ratio": float(np.sqrt(variance)),
+                    "k3": float(self.sums["k3_sum"][b] / tokens),
+                    "max_abs_log_ratio": float(self.abs_max[b]),
+                }
+            )
+        return out
+
+
+class MismatchProfile:
+    """Streams batches; then histograms, buckets and top sequences (module docstring).
+
+    Args:
+        top_k: how many offending sequences to keep per ranking.
+
+    Example:
+        >>> batch = RaggedBatch(rollout=np.log([0.5, 0.5, 0.9]), old=np.log([0.5, 0.25, 0.9]),
+        ...     mask=np.array([True, True, True]), offsets=np.array([0, 2, 3]),
+        ...     steps=np.array([0, 1]))
+        >>> p = MismatchProfile(top_k=1)
+        >>> p.update(batch)
+        >>> top = p.result()["top_sequences"]["by_abs_sum"][0]
+        >>> top["step"], top["stream_row"], round(top["sum_log_ratio"], 4)  # S = log(0.25/0.5)
+        (0, 0, -0.6931)
+    """
+
+    def __init__(self, top_k: int = DEFAULT_TOP_K) -> None:
+        if top_k < 0:
+            raise ValueError("top_k must be ≥ 0")
+        self.top_k = top_k
+        bins = SIGNED_LOG_EDGES.size + 1
+        self.token_histogram = np.zeros(bins, dtype=np.int64)
+        self.seq_sum_histogram = np.zeros(bins, dtype=np.int64)
+        self.seq_mean_histogram = np.zeros(bins, dtype=np.int64)
+        self.by_rollout_prob = _TokenBuckets(len(ROLLOUT_PROB_EDGES) + 1)
+        self.by_position = _TokenBuckets(LOG2_BUCKETS)
+        self.length_sums = {
+            name: np.zeros(LOG2_BUCKETS)
+            for name in (
+                "rows",
+                "tokens",
+                "sum",
+                "abs_sum",
+                "k3_sum",
+                "abs_seq_sum",
+            )
+        }
+        self.length_abs_seq_max = np.zeros(LOG2_BUCKETS)
+        self.rows_seen = 0
+        self.empty_rows = 0
+        self.valid_tokens = 0
+        self._top: dict[str, list[dict[str, Any]]] = {"by_abs_sum": [], "by_max_token": []}
+
+    def update(self, batch: RaggedBatch) -> None:
+        """Fold one batch of rows into the histograms, buckets and top lists."""
+        rows = batch.rows
+        if rows == 0:
+            return
+        offsets, mask = batch.offsets, batch.mask
+        with np.errstate(over="ignore", invalid="ignore"):
+            full = np.where(mask, batch.raw_log_ratio, 0.0)
+            ell = full[mask]
+            abs_ell = np.abs(ell)
+            k3 = np.expm1(ell) - ell
+        self.valid_tokens += int(ell.size)
+        self.token_histogram += np.bincount(
+            signed_log_bin(ell), minlength=self.token_histogram.size
+        )
+
+        prob_bucket = np.searchsorted(_LOG_PROB_EDGES, batch.rollout[mask], side="right")
+        self.by_rollout_prob.add(prob_bucket.astype(np.int64), ell, abs_ell, k3)
+        starts = np.repeat(offsets[:-1], batch.lengths)
+        position = np.arange(offsets[-1], dtype=np.int64) - starts + 1
+        self.by_position.add(log2_bucket(position[mask]), ell, abs_ell, k3)
+
+        n = segment_sum(mask, offsets)
+        seq_sum = segment_sum(full, offsets)
+        abs_full = np.abs(full)
+        row_abs_sum = segment_sum(abs_full, offsets)
+        row_k3 = segment_sum(np.where(mask, np.expm1(full) - full, 0.0), offsets)
+        row_abs_max = segment_max(abs_full, offsets, empty=0.0)
+        nonempty = n > 0
+        self.empty_rows += int(rows - nonempty.sum())
+        s, length = seq_sum[nonempty], n[nonempty]
+        bins = self.seq_sum_histogram.size
+        self.seq_sum_histogram += np.bincount(signed_log_bin(s), minlength=bins)
+        self.seq_mean_histogram += np.bincount(signed_log_bin(s / length), minlength=bins)
+
+        bucket = log2_bucket(length)
+        sums = self.length_sums
+        for name, values in (
+            ("rows", np.ones(s.size)),
+            ("tokens", length),
+            ("sum", s),
+            ("abs_sum", row_abs_sum[nonempty]),
+            ("k3_sum", row_k3[nonempty]),
+            ("abs_seq_sum", np.abs(s)),
+        ):
+            sums[name] += np.bincount(bucket, weights=values, minlength=LOG2_BUCKETS)
+        np.maximum.at(self.length_abs_seq_max, bucket, np.abs(s))
+
+        if self.top_k:
+            self._offer("by_abs_sum", batch, np.abs(seq_sum), nonempty, full)
+            self._offer("by_max_token", batch, row_abs_max, nonempty, full)
+        self.rows_seen += rows
+
+    def _offer(
+        self,
+        ranking: str,
+        batch: RaggedBatch,
+        row_score: F64,
+        nonempty: np.ndarray,
+        full: F64,
+    ) -> None:
+        """Merge this batch's best rows (by ``row_score``) into the ``ranking`` top list."""
+        top = self._top[ranking]
+        score = np.where(nonempty, row_score, -np.inf)
+        floor = top[-1]["score"] if len(top) == self.top_k else -np.inf
+        eligible = np.flatnonzero(score > floor)
+        if eligible.size > self.top_k:
+            # stable: among equal scores the earlier row wins, whatever the batching
+            best = np.argsort(-score[eligible], kind="stable")[: self.top_k]
+            eligible = eligible[best]
+        if eligible.size == 0:
+            return
+        merged = top + [self._record(batch, int(i), float(score[i]), full) for i in eligible]
+        merged.sort(key=lambda r: (-r["score"], r["stream_row"]))
+        self._top[ranking] = merged[: self.top_k]
+
+    def _record(self, batch: RaggedBatch, i: int, score: float, full: F64) -> dict[str, Any]:
+        start, stop = int(batch.offsets[i]), int(batch.offsets[i + 1])
+        values = full[start:stop]
+        valid = batch.mask[start:stop]
+        n = int(valid.sum())
+        worst = int(np.argmax(np.where(valid, np.abs(values), -1.0)))
+        total = float(values.sum())
+        uid = None if batch.uids is None else batch.uids[i]
+        return {
+            "score": score,
+            "step": int(batch.steps[i]),
+            "stream_row": self.rows_seen + i,
+            "file": batch.source or None,
+            "row": None if batch.row_index is None else int(batch.row_index[i]),
+            "uid": None if uid is None else str(uid),
+            "valid_tokens": n,
+            "sum_log_ratio": total,
+            "mean_log_ratio": total / n,
+            "max_abs_log_ratio": float(abs(values[worst])),
+            "worst_token_position": worst + 1,
+            "worst_token_log_ratio": float(values[worst]),
+        }
+
+    def _length_rows(self) -> list[dict[str, Any]]:
+        sums = self.length_sums
+        out = []
+        for b in range(LOG2_BUCKETS):
+            rows = sums["rows"][b]
+            if rows == 0:
+                continue
+            tokens = sums["tokens"][b]
+            out.append(
+                {
+                    "bucket": b,
+                    "label": log2_bucket_label(b),
+                    "rows": int(rows),
+                    "tokens": int(tokens),
+                    "mean_log_ratio": float(sums["sum"][b] / tokens),
+                    "mean_abs_log_ratio": float(sums["abs_sum"][b] / tokens),
+                    "k3": float(sums["k3_sum"][b] / tokens),
+                    "mean_abs_seq_log_ratio": float(sums["abs_seq_sum"][b] / rows),
+                    "max_abs_seq_log_ratio": float(self.length_abs_seq_max[b]),
+                }
+            )
+        return out
+
+    def result(self) -> dict[str, Any]:
+        """The JSON-ready ``profile`` object of the report document (module docstring)."""
+
+        def histogram(counts: I64) -> dict[str, Any]:
+            return {"counts": counts.tolist(), "total": int(counts.sum())}
+
+        def strip(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{k: v for k, v in r.items() if k != "score"} for r in records]
+
+        return {
+            "histogram_edges": SIGNED_LOG_EDGES.tolist(),
+            "token_log_ratio": histogram(self.token_histogram),
+            "seq_sum_log_ratio": histogram(self.seq_sum_histogram),
+            "seq_mean_log_ratio": histogram(self.seq_mean_histogram),
+            "by_rollout_prob": self.by_rollout_prob.rows(_prob_label),
+            "by_position": self.by_position.rows(log2_bucket_label),
+            "by_length": self._length_rows(),
+            "top_sequences": {name: strip(records) for name, records in self._top.items()},
+            "rows": self.rows_seen,
+            "empty_rows": self.empty_rows,
+            "valid_tokens": self.valid_tokens,
+            "top_k": self.top_k,
+        }

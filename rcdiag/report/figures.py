@@ -1,0 +1,801 @@
+"""The report's plotly figures, built from a result document only (no I/O, no HTML).
+
+Each figure is a :class:`Chart`: an id, a title, a one-line explanation and the plotly figure as a
+JSON-ready dict (``data`` and ``layout``). Numbers are rounded to :data:`SIGNIFICANT` digits and
+per-step traces longer than :data:`MAX_TREND_POINTS` are decimated (the minimum and the maximum of
+each stretch of steps are kept, so spikes survive), which keeps a 1,000-step report small.
+
+Histograms use a *signed log* x axis: u(x) = sign(x)·(log₁₀|x| + 5) for |x| ≥ 10⁻⁵ (0 inside),
+labelled with the values of x, so bf16 noise (|ℓ| ≈ 10⁻³) and catastrophic tokens (ℓ ≈ −15) show
+side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from rcdiag.metrics.profile import LOG_MAGNITUDE_RANGE
+from rcdiag.report.text import fmt
+
+SIGNIFICANT = 4
+MAX_TREND_POINTS = 400
+
+FONT = '-apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+INK, MUTED, GRID = "#1f2937", "#6b7280", "#e5e7eb"
+BLUE, TEAL, PURPLE, ORANGE = "#2563eb", "#0d9488", "#7c3aed", "#ea580c"
+OK, WARN, FAIL = "#15803d", "#b45309", "#b91c1c"
+BAND_OK, BAND_WARN = "rgba(21,128,61,0.07)", "rgba(180,83,9,0.08)"
+
+CATASTROPHIC_LOG_RATIO = math.log(1e-4)
+GEO_DEFAULT = math.log(1.001)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One figure of the report."""
+
+    id: str
+    title: str
+    caption: str
+    figure: dict[str, Any]
+
+
+def _round(value: Any) -> Any:
+    """Floats to :data:`SIGNIFICANT` digits (NaN/inf → None), recursively."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return float(f"{value:.{SIGNIFICANT}g}")
+    if isinstance(value, dict):
+        return {k: _round(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_round(v) for v in value]
+    return value
+
+
+def _layout(**extra: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "template": None,
+        "font": {"family": FONT, "size": 12, "color": INK},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "margin": {"l": 60, "r": 20, "t": 10, "b": 45},
+        "height": 280,
+        "showlegend": False,
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+    }
+    axis = {"gridcolor": GRID, "linecolor": "#9ca3af", "zeroline": False, "automargin": True}
+    base["xaxis"] = {**axis, **extra.pop("xaxis", {})}
+    base["yaxis"] = {**axis, **extra.pop("yaxis", {})}
+    if "yaxis2" in extra:
+        base["yaxis2"] = {**axis, "gridcolor": "rgba(0,0,0,0)", **extra.pop("yaxis2")}
+    base.update(extra)
+    if base.get("showlegend"):
+        base["margin"] = {**base["margin"], "t": 34}
+    return base
+
+
+def _figure(data: Sequence[go.BaseTraceType], layout: dict[str, Any]) -> dict[str, Any]:
+    figure = go.Figure(data=list(data), layout=layout).to_plotly_json()
+    figure["layout"].pop("template", None)
+    return _round({"data": figure["data"], "layout": figure["layout"]})
+
+
+def decimate(
+    x: Sequence[float], y: Sequence[float | None]
+) -> tuple[list[float], list[float | None]]:
+    """At most :data:`MAX_TREND_POINTS` points: per stretch of steps, its minimum and maximum.
+
+    Example:
+        >>> xs, ys = decimate(list(range(1000)), [float(i % 7) for i in range(1000)])
+        >>> len(xs) <= 400, max(ys) == 6.0, min(ys) == 0.0
+        (True, True, True)
+    """
+    if len(x) <= MAX_TREND_POINTS:
+        return list(x), list(y)
+    stretch = math.ceil(len(x) / (MAX_TREND_POINTS // 2))
+    xs: list[float] = []
+    ys: list[float | None] = []
+    for start in range(0, len(x), stretch):
+        part = [(x[i], y[i]) for i in range(start, min(start + stretch, len(x)))]
+        present = [p for p in part if p[1] is not None]
+        if not present:
+            xs.append(part[0][0])
+            ys.append(None)
+            continue
+        low = min(present, key=lambda p: p[1])  # type: ignore[arg-type, return-value]
+        high = max(present, key=lambda p: p[1])  # type: ignore[arg-type, return-value]
+        for point in sorted({low, high}, key=lambda p: p[0]):
+            xs.append(point[0])
+            ys.append(point[1])
+    return xs, ys
+
+
+def _step_series(
+    document: Mapping[str, Any], metric: str
+) -> tuple[list[float], list[float | None]]:
+    steps = document.get("steps") or []
+    x = [float(s["step"]) for s in steps]
+    y = []
+    for s in steps:
+        value = (s.get("metrics") or {}).get(metric)
+        y.append(float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None)
+    return decimate(x, y)
+
+
+def _line(x: list[float], y: list[float | None], name: str, color: str) -> go.Scatter:
+    return go.Scatter(
+        x=x,
+        y=y,
+        name=name,
+        mode="lines+markers" if len(x) <= 60 else "lines",
+        line={"color": color, "width": 2},
+        marker={"size": 5},
+        connectgaps=False,
+    )
+
+
+def _hline(
+    y: float, label: str, color: str, dash: str = "dash", log: bool = False
+) -> tuple[dict, dict]:
+    """A horizontal threshold line and its label (annotations on a log axis take log₁₀ y)."""
+    shape = {
+        "type": "line",
+        "xref": "paper",
+        "x0": 0,
+        "x1": 1,
+        "yref": "y",
+        "y0": y,
+        "y1": y,
+        "line": {"color": color, "width": 1.5, "dash": dash},
+    }
+    note = {
+        "xref": "paper",
+        "x": 0.01,
+        "xanchor": "left",
+        "yref": "y",
+        "y": math.log10(y) if log else y,
+        "yanchor": "bottom",
+        "text": label,
+        "showarrow": False,
+        "font": {"size": 10, "color": color},
+        "bgcolor": "rgba(255,255,255,0.75)",
+    }
+    return shape, note
+
+
+def _band(y0: float, y1: float, color: str) -> dict[str, Any]:
+    return {
+        "type": "rect",
+        "xref": "paper",
+        "x0": 0,
+        "x1": 1,
+        "yref": "y",
+        "y0": y0,
+        "y1": y1,
+        "fillcolor": color,
+        "line": {"width": 0},
+        "layer": "below",
+    }
+
+
+def _present(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def _thresholds(
+    values: list[float], lines: Sequence[tuple[float, str, str]], log: bool
+) -> tuple[list[dict], list[dict]]:
+    """Threshold lines; on a linear axis a threshold far above the data becomes a caption instead."""
+    shapes, notes = [], []
+    top = max((abs(v) for v in values), default=0.0)
+    for y, label, color in lines:
+        if not log and top > 0 and abs(y) > 10 * top:
+            notes.append(
+                {
+                    "xref": "paper",
+                    "x": 0.01,
+                    "xanchor": "left",
+                    "yref": "paper",
+                    "y": 1,
+                    "yanchor": "top",
+                    "bgcolor": "rgba(255,255,255,0.75)",
+                    "text": f"{label} — off the chart, far above every step",
+                    "showarrow": False,
+                    "font": {"size": 10, "color": color},
+                }
+            )
+            continue
+        shape, note = _hline(y, label, color, log=log)
+        shapes.append(shape)
+        notes.append(note)
+    return shapes, notes
+
+
+def _trend(
+    document: Mapping[str, Any],
+    id: str,
+    title: str,
+    caption: str,
+    series: Sequence[tuple[str, str, str]],
+    lines: Sequence[tuple[float, str, str]] = (),
+    log: bool = False,
+    bands: Sequence[dict[str, Any]] = (),
+    y_range: tuple[float, float] | None = None,
+) -> Chart | None:
+    traces = []
+    everything: list[float] = []
+    for metric, name, color in series:
+        x, y = _step_series(document, metric)
+        shown = [v if v is None or not log or v > 0 else None for v in y]
+        if not _present(shown):
+            continue
+        everything += _present(shown)
+        traces.append(_line(x, shown, name, color))
+    if not traces:
+        return None
+    shapes, notes = _thresholds(everything, lines, log)
+    yaxis: dict[str, Any] = {"type": "log" if log else "linear", "exponentformat": "power"}
+    if y_range is not None:
+        yaxis["range"] = list(y_range)
+    elif log:
+        low = min(everything + [y for y, _, _ in lines if y > 0])
+        high = max(everything + [y for y, _, _ in lines if y > 0])
+        yaxis["range"] = [math.log10(low) - 0.3, math.log10(high) + 0.3]
+    layout = _layout(
+        xaxis={"title": {"text": "training step"}},
+        yaxis=yaxis,
+        shapes=[*bands, *shapes],
+        annotations=notes,
+        showlegend=len(traces) > 1,
+    )
+    return Chart(id, title, caption, _figure(traces, layout))
+
+
+def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
+    """Per-step trends of the headline metrics, with the published thresholds."""
+    charts = [
+        _trend(
+            document,
+            "trend-k3",
+            "k3_kl per step",
+            "Token-level KL(π_rollout‖π_train), K3 estimator. Green: dense bf16 models "
+            "(1e-5 … 1e-3); amber: MoE models (1e-3 … 1e-1).",
+            [("rollout_corr/k3_kl", "k3_kl", BLUE)],
+            [(1e-3, "NeMo-RL gate 1e-3", WARN), (1e-1, "top of MoE range", FAIL)],
+            log=True,
+            bands=[_band(1e-5, 1e-3, BAND_OK), _band(1e-3, 1e-1, BAND_WARN)],
+        ),
+        _trend(
+            document,
+            "trend-abs",
+            "mean |Δ log p| per step",
+            "Mean |log π_train − log π_rollout| over tokens. Healthy bf16 ≈ 0.01, fp8 rollout ≈ "
+            "0.27; slime gates CI at 0.1.",
+            [("rcdiag/abs_log_ratio_mean", "mean |Δ log p|", BLUE)],
+            [(0.1, "slime gate 0.1", FAIL), (0.01, "healthy bf16 ≈ 0.01", OK)],
+            log=True,
+        ),
+        _trend(
+            document,
+            "trend-kl",
+            "kl per step",
+            "Mean of log π_rollout − log π_train (signed): > 0 when the rollout engine is "
+            "over-confident. verl flags |kl| > 0.1.",
+            [("rollout_corr/kl", "kl", BLUE)],
+            [(0.1, "verl: |kl| > 0.1", FAIL), (-0.1, "verl: |kl| > 0.1", FAIL)],
+        ),
+        _trend(
+            document,
+            "trend-logppl",
+            "log_ppl_abs_diff per step",
+            "Mean over sequences of |mean token Δ log p| — the statistic geometric-mean rejection "
+            "filters. Above the dashed line, decoupled_geo_rs (±0.1%) rejects most sequences.",
+            [("rollout_corr/log_ppl_abs_diff", "log_ppl_abs_diff", BLUE)],
+            [(GEO_DEFAULT, "decoupled_geo_rs band ±0.1%", WARN)],
+            log=True,
+        ),
+        _trend(
+            document,
+            "trend-chi2-token",
+            "chi2_token per step",
+            "Variance of the token weights ρ = π_train/π_rollout (E[ρ²] − 1). verl: > 1 is severe.",
+            [("rollout_corr/chi2_token", "chi2_token", BLUE)],
+            [(1.0, "verl: severe > 1", FAIL)],
+        ),
+        _trend(
+            document,
+            "trend-chi2-seq",
+            "chi2_seq per step",
+            "Variance of the sequence weights ∏ρ. Grows with response length; > 1 means "
+            "sequence-level IS is unreliable (rcdiag rule).",
+            [("rollout_corr/chi2_seq", "chi2_seq", PURPLE)],
+            [(1.0, "> 1: sequence IS unreliable", FAIL)],
+        ),
+        _trend(
+            document,
+            "trend-ess",
+            "Effective sample size per step",
+            "Kish ESS of the raw weights, as a share of the samples: token weights and sequence "
+            "weights. verl warns below 0.3.",
+            [("rcdiag/ess_token", "ESS token", BLUE), ("rcdiag/ess_seq", "ESS sequence", PURPLE)],
+            [(0.3, "verl: < 0.3", FAIL)],
+            y_range=(0, 1.05),
+        ),
+        _trend(
+            document,
+            "trend-veto",
+            "Sequences with a catastrophic token",
+            "Share of sequences holding a token with π_train/π_rollout < 1e-4 (the veto). verl "
+            "warns above 10%.",
+            [("rcdiag/veto_fraction", "veto fraction", ORANGE)],
+            [(0.1, "verl: > 10%", FAIL)],
+        ),
+    ]
+    return [c for c in charts if c is not None]
+
+
+def symlog(x: float) -> float:
+    """u(x) = sign(x)·(log₁₀|x| + 5), 0 for |x| < 10⁻⁵ (module docstring).
+
+    Example:
+        >>> symlog(-1.0), symlog(0.0), symlog(1e-3)
+        (-5.0, 0.0, 2.0)
+    """
+    floor = LOG_MAGNITUDE_RANGE[0]
+    if abs(x) < 10.0**floor:
+        return 0.0
+    return math.copysign(math.log10(abs(x)) - floor, x)
+
+
+def _symlog_axis(low: float, high: float) -> dict[str, Any]:
+    ticks = [u for u in range(-9, 10) if low - 0.5 <= u <= high + 0.5]
+    labels = []
+    for u in ticks:
+        if u == 0:
+            labels.append("0")
+            continue
+        value = math.copysign(10.0 ** (abs(u) + LOG_MAGNITUDE_RANGE[0]), u)
+        labels.append(f"{value:g}".replace("-", "−"))
+    return {"tickvals": ticks, "ticktext": labels, "range": [low - 0.3, high + 0.3]}
+
+
+def _histogram_trace(
+    edges: list[float], counts: list[int], name: str, color: str, unit: str
+) -> tuple[go.Bar, float, float] | None:
+    """Bars at the symlog centres of the occupied bins (outer overflow bins drawn at the edge)."""
+    centres, widths, heights, hover = [], [], [], []
+    for j, n in enumerate(counts):
+        if n == 0:
+            continue
+        lo = edges[j - 1] if j > 0 else None
+        hi = edges[j] if j < len(edges) else None
+        u_lo = symlog(lo) if lo is not None else symlog(edges[0]) - 0.25
+        u_hi = symlog(hi) if hi is not None else symlog(edges[-1]) + 0.25
+        centres.append((u_lo + u_hi) / 2)
+        widths.append(max(u_hi - u_lo, 0.05) * 0.92)
+        heights.append(n)
+        where = (
+            f"< {fmt(hi)}"
+            if lo is None
+            else f"≥ {fmt(lo)}"
+            if hi is None
+            else f"{fmt(lo)} … {fmt(hi)}"
+        )
+        hover.append(f"{unit} {where}: {n:,}")
+    if not heights:
+        return None
+    bar = go.Bar(
+        x=centres,
+        y=heights,
+        width=widths,
+        name=name,
+        marker={"color": color, "line": {"width": 0}},
+        opacity=0.8,
+        hovertext=hover,
+        hoverinfo="text+name",
+    )
+    return bar, min(centres), max(centres)
+
+
+def _vline(u: float, label: str, color: str, y: float = 1.0) -> tuple[dict, dict]:
+    shape = {
+        "type": "line",
+        "xref": "x",
+        "x0": u,
+        "x1": u,
+        "yref": "paper",
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": color, "width": 1.5, "dash": "dash"},
+    }
+    note = {
+        "xref": "x",
+        "x": u,
+        "xanchor": "left",
+        "yref": "paper",
+        "y": y,
+        "yanchor": "top",
+        "text": label,
+        "showarrow": False,
+        "font": {"size": 10, "color": color},
+        "bgcolor": "rgba(255,255,255,0.8)",
+    }
+    return shape, note
+
+
+def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
+    """Histograms of token log-ratios and of sequence log-ratios (signed-log x, log counts)."""
+    profile = document.get("profile")
+    if not profile:
+        return []
+    edges = profile["histogram_edges"]
+    charts: list[Chart] = []
+    token = _histogram_trace(edges, profile["token_log_ratio"]["counts"], "tokens", BLUE, "ℓ")
+    if token is not None:
+        bar, low, high = token
+        low, high = min(low, symlog(CATASTROPHIC_LOG_RATIO)), max(high, symlog(math.log(2)))
+        marks = [
+            _vline(symlog(CATASTROPHIC_LOG_RATIO), "catastrophic: ρ < 1e-4", FAIL),
+            _vline(symlog(-math.log(2)), "ρ < 0.5", WARN, 0.88),
+            _vline(symlog(math.log(2)), "ρ > 2", WARN, 0.88),
+        ]
+        layout = _layout(
+            xaxis={
+                "title": {"text": "ℓ = log π_train − log π_rollout (signed log scale)"},
+                **_symlog_axis(low, high),
+            },
+            yaxis={"type": "log", "title": {"text": "tokens"}, "exponentformat": "power"},
+            shapes=[m[0] for m in marks],
+            annotations=[m[1] for m in marks],
+            hovermode="closest",
+            bargap=0,
+            height=300,
+        )
+        charts.append(
+            Chart(
+                "hist-token",
+                "Token log-ratios",
+                "Each valid token's ℓ. A healthy dump is a narrow spike around 0; a tail to the left "
+                "means tokens the trainer finds far less likely than the rollout engine did.",
+                _figure([bar], layout),
+            )
+        )
+    seq_traces = []
+    low, high = 0.0, 0.0
+    for key, name, color in (
+        ("seq_sum_log_ratio", "Σℓ (sequence ratio ∏ρ)", PURPLE),
+        ("seq_mean_log_ratio", "mean ℓ (geometric-mean ratio)", TEAL),
+    ):
+        found = _histogram_trace(edges, profile[key]["counts"], name, color, name.split(" ")[0])
+        if found is not None:
+            seq_traces.append(found[0])
+            low, high = min(low, found[1]), max(high, found[2])
+    if seq_traces:
+        low, high = min(low, symlog(-math.log(2))), max(high, symlog(math.log(2)))
+        marks = [
+            _vline(symlog(-math.log(2)), "∏ρ < 0.5", PURPLE),
+            _vline(symlog(math.log(2)), "∏ρ > 2", PURPLE),
+            _vline(symlog(-GEO_DEFAULT), "±0.1%", TEAL, 0.88),
+            _vline(symlog(GEO_DEFAULT), "", TEAL, 0.88),
+        ]
+        layout = _layout(
+            xaxis={
+                "title": {"text": "per-sequence log-ratio (signed log scale)"},
+                **_symlog_axis(low, high),
+            },
+            yaxis={"type": "log", "title": {"text": "sequences"}, "exponentformat": "power"},
+            shapes=[m[0] for m in marks],
+            annotations=[m[1] for m in marks if m[1]["text"]],
+            hovermode="closest",
+            barmode="overlay",
+            bargap=0,
+            showlegend=True,
+            height=320,
+        )
+        charts.append(
+            Chart(
+                "hist-seq",
+                "Sequence log-ratios",
+                "Purple: Σℓ, the log of the sequence-level IS ratio (outside the purple lines, "
+                "decoupled_seq_is_rs rejects). Teal: mean ℓ, what geometric-mean rejection filters "
+                "(outside the teal lines, decoupled_geo_rs rejects).",
+                _figure(seq_traces, layout),
+            )
+        )
+    return charts
+
+
+def _bucket_chart(
+    id: str,
+    title: str,
+    caption: str,
+    rows: list[Mapping[str, Any]],
+    x_title: str,
+    second: tuple[str, str, str, bool] | None,
+) -> Chart | None:
+    rows = [r for r in rows if (r.get("mean_abs_log_ratio") or 0) > 0]
+    if not rows:
+        return None
+    labels = [str(r["label"]) for r in rows]
+    counts = [int(r.get("tokens", 0)) for r in rows]
+    hover = [
+        f"{r['label']}: {r.get('tokens', 0):,} tokens"
+        + (f", {r['rows']:,} sequences" if "rows" in r else "")
+        + f"<br>mean |ℓ| {fmt(r['mean_abs_log_ratio'], 3)} · mean ℓ {fmt(r['mean_log_ratio'], 3)}"
+        + f" · k3 {fmt(r['k3'], 3)} · max |ℓ| {fmt(r.get('max_abs_log_ratio'), 3)}"
+        for r in rows
+    ]
+    traces: list[go.BaseTraceType] = [
+        go.Bar(
+            x=labels,
+            y=[r["mean_abs_log_ratio"] for r in rows],
+            name="mean |ℓ| per token",
+            marker={"color": BLUE},
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    ]
+    layout_extra: dict[str, Any] = {}
+    if second is not None:
+        key, name, color, log = second
+        values: list[Any]
+        if key == "token_share":
+            total = sum(counts) or 1
+            values = [c / total for c in counts]
+        else:
+            values = [r.get(key) for r in rows]
+        traces.append(
+            go.Scatter(
+                x=labels,
+                y=values,
+                name=name,
+                yaxis="y2",
+                mode="lines+markers",
+                line={"color": color, "width": 2},
+                hoverinfo="skip",
+            )
+        )
+        present = [v for v in values if v]
+        log = log and bool(present) and max(present) > 20 * min(present)
+        layout_extra["yaxis2"] = {
+            "overlaying": "y",
+            "side": "right",
+            "type": "log" if log else "linear",
+            "title": {"text": name, "font": {"color": color}},
+            "tickfont": {"color": color},
+            "exponentformat": "power",
+            **({"tickformat": ".0%"} if key == "token_share" else {}),
+            **({} if log else {"rangemode": "tozero"}),
+        }
+    layout = _layout(
+        xaxis={"title": {"text": x_title}, "type": "category"},
+        yaxis={"type": "log", "title": {"text": "mean |ℓ|"}, "exponentformat": "power"},
+        hovermode="closest",
+        showlegend=True,
+        margin={"l": 60, "r": 70, "t": 10, "b": 45},
+        **layout_extra,
+    )
+    return Chart(id, title, caption, _figure(traces, layout))
+
+
+def where_charts(document: Mapping[str, Any]) -> list[Chart]:
+    """Mismatch by rollout probability, by position in the response and by response length."""
+    profile = document.get("profile")
+    if not profile:
+        return []
+    charts = [
+        _bucket_chart(
+            "bucket-prob",
+            "By rollout probability of the token",
+            "Mean |ℓ| of the tokens the rollout engine sampled with probability p. Low-probability "
+            "tokens usually disagree most; the line shows where the tokens are.",
+            profile["by_rollout_prob"],
+            "rollout probability p = exp(log π_rollout)",
+            ("token_share", "share of tokens", MUTED, False),
+        ),
+        _bucket_chart(
+            "bucket-position",
+            "By position in the response",
+            "Mean |ℓ| by token position (1 = first generated token). A rise late in responses "
+            "points to long-context numerics (attention kernels, KV-cache precision).",
+            profile["by_position"],
+            "token position",
+            ("token_share", "share of tokens", MUTED, False),
+        ),
+        _bucket_chart(
+            "bucket-length",
+            "By response length",
+            "Bars: mean |ℓ| per token. Line: mean |Σℓ| per sequence — it grows with length, which "
+            "is why sequence-level ratios explode on long responses.",
+            profile["by_length"],
+            "response length (valid tokens)",
+            ("mean_abs_seq_log_ratio", "mean |Σℓ| per sequence", PURPLE, False),
+        ),
+    ]
+    return [c for c in charts if c is not None]
+
+
+SWEEP_CHARTS: tuple[tuple[str, str | None, str, str], ...] = (
+    (
+        "geo",
+        "geo+max",
+        "Geometric-mean rejection: choosing the band",
+        "Share of tokens kept (solid) and ESS of the surviving token-TIS weights (light) when "
+        "sequences whose geometric-mean ratio leaves [1/x, x] are rejected. Dashed: the same with "
+        "the max-token criterion added. Grey line: the 95% keep target.",
+    ),
+    (
+        "max",
+        None,
+        "Max-token rejection: choosing the limit",
+        "Share of tokens kept when a sequence holding one token beyond the limit is rejected "
+        "(latest: seq_max_k2 h, |ℓ| > √(2h); legacy: veto τ). The veto-equivalent limit is 42.4 "
+        "(latest) or τ = 1e-4 (legacy).",
+    ),
+)
+
+
+def _sweep_by_key(document: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    return next((s for s in document.get("sweeps") or [] if s.get("key") == key), None)
+
+
+def rejection_sweep_charts(
+    document: Mapping[str, Any], recommended_ref: str | None = None
+) -> list[Chart]:
+    """Per rejection sweep: kept token share and ESS against the threshold, the pick starred."""
+    charts: list[Chart] = []
+    for key, companion, title, caption in SWEEP_CHARTS:
+        sweep = _sweep_by_key(document, key)
+        if sweep is None:
+            continue
+        points = [p for p in sweep["points"] if p["summary"].get("kept_token_share") is not None]
+        if not points:
+            continue
+        labels = [str(p["threshold"]) for p in points]
+        traces: list[go.BaseTraceType] = [
+            go.Scatter(
+                x=labels,
+                y=[p["summary"]["kept_token_share"] for p in points],
+                name="tokens kept",
+                mode="lines+markers",
+                line={"color": TEAL, "width": 2.5},
+                hovertemplate="%{x}: kept %{y:.1%}<extra></extra>",
+            ),
+            go.Scatter(
+                x=labels,
+                y=[p["summary"].get("ess") for p in points],
+                name="ESS",
+                mode="lines+markers",
+                line={"color": "#93c5fd", "width": 2},
+                hovertemplate="%{x}: ESS %{y:.3f}<extra></extra>",
+            ),
+        ]
+        other = _sweep_by_key(document, companion) if companion else None
+        if other is not None:
+            by_threshold = {str(p["threshold"]): p["summary"] for p in other["points"]}
+            traces.append(
+                go.Scatter(
+                    x=labels,
+                    y=[(by_threshold.get(x) or {}).get("kept_token_share") for x in labels],
+                    name="kept, with max-token rejection",
+                    mode="lines",
+                    line={"color": PURPLE, "width": 2, "dash": "dash"},
+                    hovertemplate="%{x}: kept %{y:.1%}<extra></extra>",
+                )
+            )
+        for ref_key in (key, companion):
+            if recommended_ref and ref_key and recommended_ref.startswith(f"{ref_key}@"):
+                chosen = recommended_ref.split("@", 1)[1]
+                summary = next(
+                    (
+                        p["summary"]
+                        for p in (_sweep_by_key(document, ref_key) or {"points": []})["points"]
+                        if str(p["threshold"]) == chosen
+                    ),
+                    None,
+                )
+                if summary and chosen in labels:
+                    traces.append(
+                        go.Scatter(
+                            x=[chosen],
+                            y=[summary["kept_token_share"]],
+                            name="recommended",
+                            mode="markers",
+                            marker={
+                                "symbol": "star",
+                                "size": 17,
+                                "color": "#facc15",
+                                "line": {"color": INK, "width": 1},
+                            },
+                            hovertemplate="recommended: %{x}, kept %{y:.1%}<extra></extra>",
+                        )
+                    )
+        shape, note = _hline(0.95, "keep 95%", MUTED, dash="dot")
+        layout = _layout(
+            xaxis={
+                "title": {"text": f"threshold ({sweep.get('target', key)})"},
+                "type": "category",
+            },
+            yaxis={"title": {"text": "share"}, "tickformat": ".0%", "range": [0, 1.05]},
+            shapes=[shape],
+            annotations=[note],
+            showlegend=True,
+        )
+        charts.append(
+            Chart(f"sweep-{key.replace('+', '-')}", title, caption, _figure(traces, layout))
+        )
+    return charts
+
+
+def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
+    """Token TIS: the threshold C against ESS and the share of weight mass truncated."""
+    sweep = next((s for s in document.get("sweeps") or [] if s.get("key") == "is"), None)
+    if sweep is None:
+        return None
+    points = [p for p in sweep["points"] if p["summary"].get("ess") is not None]
+    if not points:
+        return None
+    c = [float(p["threshold"]) for p in points]
+    traces = [
+        go.Scatter(
+            x=c,
+            y=[p["summary"]["ess"] for p in points],
+            name="ESS",
+            mode="lines+markers",
+            line={"color": BLUE, "width": 2},
+        ),
+        go.Scatter(
+            x=c,
+            y=[p["summary"].get("weight_mass_removed") for p in points],
+            name="IS weight mass truncated",
+            mode="lines+markers",
+            yaxis="y2",
+            line={"color": ORANGE, "width": 2},
+        ),
+    ]
+    layout = _layout(
+        xaxis={"title": {"text": "truncation threshold C (token TIS)"}, "type": "log"},
+        yaxis={"title": {"text": "ESS"}, "range": [0, 1.05]},
+        yaxis2={
+            "overlaying": "y",
+            "side": "right",
+            "title": {"text": "weight mass truncated", "font": {"color": ORANGE}},
+            "tickfont": {"color": ORANGE},
+            "tickformat": ".2~p",
+            "rangemode": "tozero",
+        },
+        showlegend=True,
+        margin={"l": 60, "r": 70, "t": 10, "b": 45},
+    )
+    return Chart(
+        "is-sweep",
+        "Token TIS: choosing C",
+        "A small C truncates more weight (bias, orange); a large C lets rare big weights through "
+        "(variance: ESS falls, blue). verl's default is C = 2.",
+        _figure(traces, layout),
+    )
+
+
+def all_charts(document: Mapping[str, Any]) -> dict[str, list[Chart]]:
+    """Every chart the document supports, by report section."""
+    recommendation = document.get("recommendation") or {}
+    choices = recommendation.get("choices") or []
+    ref = None
+    if choices and choices[0].get("evaluated"):
+        ref = choices[0]["evaluated"]["ref"]
+    steps = document.get("steps") or []
+    is_chart = is_sweep_chart(document)
+    presets = [*rejection_sweep_charts(document, ref), *([is_chart] if is_chart else [])]
+    return {
+        "trends": trend_charts(document) if len(steps) >= 2 else [],
+        "distributions": distribution_charts(document),
+        "where": where_charts(document),
+        "presets": presets,
+    }

@@ -1,0 +1,242 @@
+"""The measured figures the verdict and the recommendation rules read, from a result document.
+
+Pure: a function of the JSON document of ``rcdiag analyze`` (or of the report), nothing else. Every
+limit the rules compare against is in :data:`LIMITS`, named, so the documentation
+(``docs/recommendation.md``) and the tests can quote it.
+
+The **trend** over steps is a least-squares line through (x_s, log₁₀ k3_kl(s)) with
+x_s = (step − first step) / (last step − first step) ∈ [0, 1]:
+
+.. math::
+    \\log_{10} k3(x) \\approx a + b\\,x, \\qquad \\mathrm{growth} = 10^{b}
+
+so ``growth`` is the fitted factor between the first and the last step, and r the Pearson correlation
+of the fit. "first" and "recent" are medians over the first and the last quarter of the steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Size = Literal["tiny", "moderate", "large"]
+
+LIMITS: dict[str, float] = {
+    "tiny_k3_kl": 1e-3,
+    "tiny_abs_log_ratio": 0.02,
+    "large_abs_log_ratio": 0.1,
+    "large_kl": 0.1,
+    "large_chi2_token": 1.0,
+    "large_k3_kl": 0.1,
+    "seq_chi2": 1.0,
+    "seq_ess": 0.5,
+    "bias_share": 0.5,
+    "catastrophic_fraction": 1e-5,
+    "veto_fraction": 0.1,
+    "trend_min_steps": 4,
+    "trend_growth": 4.0,
+    "trend_correlation": 0.6,
+    "trend_gate_k3_kl": 1e-3,
+    "keep_target": 0.95,
+    "is_mass_removed": 0.05,
+}
+"""Every limit of the rules (docs/recommendation.md explains each; the tests check they agree).
+
+* ``tiny_*``: the top of the dense-bf16 K3 range (1e-3) and twice the healthy bf16 mean |Δ log p|.
+* ``large_*``: slime's gate on mean |Δ log p|, verl's |kl| and χ²_token alarms, top of the MoE range.
+* ``seq_*``: sequence-level ratios are unusable when χ²_seq > 1 or their Kish ESS < 0.5.
+* ``bias_share``: |kl| / mean |Δ log p| at or above which the mismatch is a systematic shift.
+* ``catastrophic_fraction``: share of valid tokens with π_train/π_rollout < τ that calls for a
+  max criterion; ``veto_fraction``: verl's alarm on the share of sequences holding one.
+* ``trend_*``: a growing mismatch needs this many steps, growth and correlation; it calls for action
+  once the recent k3_kl exceeds the gate.
+* ``keep_target``: rejection thresholds are the tightest grid points keeping this share of tokens.
+* ``is_mass_removed``: the largest share of IS weight mass truncation may remove at C.
+"""
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How k3_kl moves over the steps (module docstring)."""
+
+    steps: int
+    growth: float
+    correlation: float
+    first: float
+    recent: float
+    recent_abs_log_ratio: float | None
+    first_step: int
+    last_step: int
+
+    @property
+    def growing(self) -> bool:
+        return (
+            self.steps >= LIMITS["trend_min_steps"]
+            and self.growth >= LIMITS["trend_growth"]
+            and self.correlation >= LIMITS["trend_correlation"]
+        )
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The figures of one dump the rules read (``None`` where the document lacks them)."""
+
+    k3_kl: float | None
+    kl: float | None
+    abs_log_ratio: float | None
+    chi2_token: float | None
+    chi2_seq: float | None
+    ess_token: float | None
+    ess_seq: float | None
+    catastrophic_fraction: float | None
+    veto_fraction: float | None
+    veto_threshold: float
+    length_mean: float | None
+    length_max: float | None
+    log_ppl_abs_diff: float | None
+    steps: int
+    trend: Trend | None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the core token-level figures are present (else no verdict can be given)."""
+        return None not in (self.k3_kl, self.kl, self.abs_log_ratio)
+
+    @property
+    def bias_share(self) -> float | None:
+        """|kl| / mean |ℓ|: 1 when every token is shifted the same way, ≈ 0 for symmetric noise."""
+        if self.kl is None or not self.abs_log_ratio:
+            return None
+        return abs(self.kl) / self.abs_log_ratio
+
+    @property
+    def worst_k3_kl(self) -> float:
+        """k3_kl overall or over the recent steps, whichever is larger."""
+        recent = self.trend.recent if self.trend else 0.0
+        return max(self.k3_kl or 0.0, recent)
+
+    @property
+    def worst_abs_log_ratio(self) -> float:
+        recent = (self.trend.recent_abs_log_ratio or 0.0) if self.trend else 0.0
+        return max(self.abs_log_ratio or 0.0, recent)
+
+    @property
+    def size(self) -> Size:
+        """``large`` past any published alarm; ``tiny`` within the healthy dense-bf16 ranges."""
+        if (
+            self.worst_abs_log_ratio > LIMITS["large_abs_log_ratio"]
+            or abs(self.kl or 0.0) > LIMITS["large_kl"]
+            or (self.chi2_token or 0.0) > LIMITS["large_chi2_token"]
+            or self.worst_k3_kl > LIMITS["large_k3_kl"]
+        ):
+            return "large"
+        if (
+            self.worst_k3_kl <= LIMITS["tiny_k3_kl"]
+            and self.worst_abs_log_ratio <= LIMITS["tiny_abs_log_ratio"]
+        ):
+            return "tiny"
+        return "moderate"
+
+    @property
+    def sequence_ratios_explode(self) -> bool:
+        return (self.chi2_seq is not None and self.chi2_seq > LIMITS["seq_chi2"]) or (
+            self.ess_seq is not None and self.ess_seq < LIMITS["seq_ess"]
+        )
+
+    @property
+    def systematic_bias(self) -> bool:
+        share = self.bias_share
+        return (
+            share is not None
+            and share >= LIMITS["bias_share"]
+            and (self.abs_log_ratio or 0.0) > LIMITS["tiny_abs_log_ratio"]
+        )
+
+    @property
+    def catastrophic(self) -> bool:
+        return (self.catastrophic_fraction or 0.0) >= LIMITS["catastrophic_fraction"]
+
+    @property
+    def catastrophic_severe(self) -> bool:
+        return self.catastrophic and (self.veto_fraction or 0.0) > LIMITS["veto_fraction"]
+
+    @property
+    def growing(self) -> bool:
+        return self.trend is not None and self.trend.growing
+
+    @property
+    def drifting(self) -> bool:
+        """Growing, and recently past the k3_kl gate."""
+        return (
+            self.trend is not None
+            and self.trend.growing
+            and self.trend.recent > LIMITS["trend_gate_k3_kl"]
+        )
+
+
+def _number(metrics: Mapping[str, Any], name: str) -> float | None:
+    value = metrics.get(name)
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
+    """The k3_kl trend over the steps that have a value (module docstring); None with < 2."""
+    points = [
+        (int(s["step"]), _number(s["metrics"], "rollout_corr/k3_kl"), s["metrics"]) for s in steps
+    ]
+    usable = [(step, k3, m) for step, k3, m in points if k3 is not None]
+    if len(usable) < 2:
+        return None
+    x = np.array([p[0] for p in usable], dtype=np.float64)
+    y = np.log10(np.maximum([p[1] for p in usable], 1e-12))
+    span = x[-1] - x[0]
+    x = (x - x[0]) / span if span > 0 else np.zeros_like(x)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        slope, correlation = 0.0, 0.0
+    else:
+        slope = float(np.polyfit(x, y, 1)[0])
+        correlation = float(np.corrcoef(x, y)[0, 1])
+    quarter = max(1, len(usable) // 4)
+    k3 = [float(p[1] or 0.0) for p in usable]
+    recent_abs = [_number(p[2], "rcdiag/abs_log_ratio_mean") for p in usable[-quarter:]]
+    present = [v for v in recent_abs if v is not None]
+    return Trend(
+        steps=len(usable),
+        growth=float(10.0**slope),
+        correlation=correlation,
+        first=float(np.median(k3[:quarter])),
+        recent=float(np.median(k3[-quarter:])),
+        recent_abs_log_ratio=float(np.median(present)) if present else None,
+        first_step=usable[0][0],
+        last_step=usable[-1][0],
+    )
+
+
+def findings(document: Mapping[str, Any]) -> Findings:
+    """The figures of a result document (analyze or report JSON) the rules read."""
+    overall: Mapping[str, Any] = document.get("overall") or {}
+    steps = document.get("steps") or []
+    options = document.get("options") or {}
+    return Findings(
+        k3_kl=_number(overall, "rollout_corr/k3_kl"),
+        kl=_number(overall, "rollout_corr/kl"),
+        abs_log_ratio=_number(overall, "rcdiag/abs_log_ratio_mean"),
+        chi2_token=_number(overall, "rollout_corr/chi2_token"),
+        chi2_seq=_number(overall, "rollout_corr/chi2_seq"),
+        ess_token=_number(overall, "rcdiag/ess_token"),
+        ess_seq=_number(overall, "rcdiag/ess_seq"),
+        catastrophic_fraction=_number(overall, "rcdiag/catastrophic_token_fraction"),
+        veto_fraction=_number(overall, "rcdiag/veto_fraction"),
+        veto_threshold=float(options.get("effective_veto_threshold") or 1e-4),
+        length_mean=_number(overall, "rcdiag/response_length_mean"),
+        length_max=_number(overall, "rcdiag/response_length_max"),
+        log_ppl_abs_diff=_number(overall, "rollout_corr/log_ppl_abs_diff"),
+        steps=len(steps),
+        trend=trend(steps),
+    )

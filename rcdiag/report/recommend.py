@@ -1,0 +1,594 @@
+"""The recommendation: measured figures → a ranked choice of configuration, with reasons.
+
+A pure function of a result document (:func:`recommend`), documented rule by rule in
+``docs/recommendation.md``. Three steps:
+
+1. **Rules** (:data:`RULES`, data): each is a condition on the
+   :class:`~rcdiag.report.findings.Findings` (limits in :data:`~rcdiag.report.findings.LIMITS`) and
+   what it does to the recommendation; the ones that fire are reported with their reason in plain words.
+2. **Composition** (:func:`recommend`): ``tiny`` alone → metrics only. Otherwise token-level truncated
+   IS (C from the ``is`` sweep), plus a max criterion when ``catastrophic`` fires, plus geometric-mean
+   rejection at the sweep *knee* when ``drift`` fires and ``bias`` does not. The knee is the tightest
+   grid threshold that keeps ≥ ``keep_target`` (95%) of the valid tokens and rejects something.
+3. **Evidence**: every choice is a configuration the report evaluated (a preset or a sweep point), so
+   its expected figures (kept tokens, ESS, IS mass truncated) are measured on the dump. Presets the
+   figures argue against are listed with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rcdiag.correction.presets import PRESETS
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.report.candidates import (
+    MAX_K2_THRESHOLD,
+    VETO_TAU,
+    candidate_sweeps,
+    max_threshold,
+)
+from rcdiag.report.findings import LIMITS, Findings, findings
+from rcdiag.report.snippets import (
+    cli_overrides,
+    describe,
+    matching_preset,
+    python_call,
+    short_name,
+    verl_yaml,
+)
+from rcdiag.report.text import count, fmt, pct
+
+MAX_CHOICES = 3
+DEFAULT_IS_THRESHOLD = 2.0
+
+
+def _max_criterion(dialect: Dialect) -> str:
+    if dialect == "latest":
+        return (
+            f"seq_max_k2 ≤ {MAX_K2_THRESHOLD}, i.e. every |log ratio| ≤ 9.21 — verl's replacement "
+            "for the 1e-4 veto"
+        )
+    return f"the veto, rollout_token_veto_threshold = {VETO_TAU:g}"
+
+
+def _where(f: Findings) -> str:
+    """``over the last steps`` when the recent figures are the worse ones."""
+    t = f.trend
+    if t is not None and f.growing and t.recent > (f.k3_kl or 0.0):
+        return " over the last steps"
+    return ""
+
+
+def _sequence_weights(f: Findings) -> str:
+    if f.chi2_seq is not None and f.chi2_seq < -0.5:
+        return (
+            f"the sequence weights exp(Σℓ) collapse toward 0 (χ²_seq = {fmt(f.chi2_seq)}, "
+            f"ESS_seq = {fmt(f.ess_seq)})"
+        )
+    return (
+        f"χ²_seq = {fmt(f.chi2_seq)} against χ²_token = {fmt(f.chi2_token)}, "
+        f"ESS_seq = {fmt(f.ess_seq)}"
+    )
+
+
+def _over_under(f: Findings) -> str:
+    return "over" if (f.kl or 0.0) > 0 else "under"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the rule table: when it fires, what it does, and why in plain words."""
+
+    id: str
+    when: str
+    then: str
+    applies: Callable[[Findings], bool]
+    because: Callable[[Findings, Dialect], str]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "tiny",
+        "k3_kl ≤ 1e-3 and mean |Δ log p| ≤ 0.02 (overall and over the last quarter of steps), and "
+        "none of seq_explodes, catastrophic, drift fires",
+        "metrics only (disabled); token TIS as insurance and bypass PPO-clip as alternatives",
+        lambda f: (
+            f.size == "tiny" and not (f.sequence_ratios_explode or f.catastrophic or f.drifting)
+        ),
+        lambda f, d: (
+            f"The mismatch is tiny: k3_kl = {fmt(f.k3_kl)} (dense-bf16 range 1e-5 … 1e-3) and mean "
+            f"|Δ log p| = {fmt(f.abs_log_ratio)} (healthy bf16 ≈ 0.01). A correction would change "
+            "almost nothing."
+        ),
+    ),
+    Rule(
+        "large",
+        "mean |Δ log p| > 0.1 or |kl| > 0.1 or χ²_token > 1 or k3_kl > 0.1 (overall or recent)",
+        "correct at token level: token TIS",
+        lambda f: f.size == "large",
+        lambda f, d: (
+            f"The mismatch is large{_where(f)}: mean |Δ log p| = {fmt(f.worst_abs_log_ratio)} "
+            f"(slime's gate 0.1) and k3_kl = {fmt(f.worst_k3_kl)}. Uncorrected, these samples "
+            "bias the policy gradient."
+        ),
+    ),
+    Rule(
+        "moderate",
+        "neither tiny nor large",
+        "correct at token level: token TIS",
+        lambda f: f.size == "moderate",
+        lambda f, d: (
+            f"The mismatch is moderate{_where(f)}: k3_kl = {fmt(f.worst_k3_kl)} and mean "
+            f"|Δ log p| = {fmt(f.worst_abs_log_ratio)}: above healthy dense bf16, below the alarms "
+            "of rule large."
+        ),
+    ),
+    Rule(
+        "seq_explodes",
+        "χ²_seq > 1 or ESS_seq < 0.5",
+        "no sequence-level IS (decoupled_seq_is, *_seq_tis, bypass_pg_is) and no seq_sum_k1 "
+        "rejection: token level, or the geometric mean",
+        lambda f: f.sequence_ratios_explode,
+        lambda f, d: (
+            f"Sequence-level ratios explode at these response lengths (mean "
+            f"{count(f.length_mean)} tokens, max {count(f.length_max)}): the per-token mismatch "
+            f"compounds in exp(Σℓ) and {_sequence_weights(f)}. Correct at token level (or "
+            "filter on the geometric mean), not with sequence-level IS."
+        ),
+    ),
+    Rule(
+        "bias",
+        "|kl| ≥ 0.5 × mean |Δ log p| and mean |Δ log p| > 0.02",
+        "reweight, don't reject: no ratio-band (geometric) rejection",
+        lambda f: f.systematic_bias,
+        lambda f, d: (
+            f"The mismatch is a systematic shift, not noise: |kl| = {fmt(abs(f.kl or 0.0))} is "
+            f"{pct(f.bias_share, 0)} of mean |Δ log p| (the rollout engine is "
+            f"{_over_under(f)}-confident, as with fp8 rollouts). Every sequence is shifted alike, "
+            "so ratio-band rejection would discard almost all of them: reweight with token IS."
+        ),
+    ),
+    Rule(
+        "catastrophic",
+        "≥ 1e-5 of the valid tokens have π_train/π_rollout < τ (1e-4)",
+        "add a max criterion: seq_max_k2 ≤ 42.4 (latest) or the veto τ = 1e-4 (legacy)",
+        lambda f: f.catastrophic,
+        lambda f, d: (
+            f"Catastrophic tokens present: {pct(f.catastrophic_fraction)} of valid tokens have "
+            f"π_train/π_rollout < {fmt(f.veto_threshold)}, in {pct(f.veto_fraction)} of sequences. "
+            "The trainer finds such a token nearly impossible, so the rest of its sequence is "
+            f"off-policy too: reject the sequence with a max criterion ({_max_criterion(d)})."
+        ),
+    ),
+    Rule(
+        "drift",
+        "≥ 4 steps, k3_kl grows ≥ ×4 from the first to the last step (fit r ≥ 0.6) and the recent "
+        "k3_kl > 1e-3",
+        "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
+        lambda f: f.drifting,
+        lambda f, d: (
+            f"The mismatch grows ×{fmt(f.trend.growth if f.trend else None)} over "
+            f"{f.trend.steps if f.trend else 0} steps (k3_kl "
+            f"{fmt(f.trend.first if f.trend else None)} → "
+            f"{fmt(f.trend.recent if f.trend else None)}). Geometric-mean rejection is a safety "
+            "valve: it rejects few sequences now and more as the mismatch grows."
+        ),
+    ),
+    Rule(
+        "growing",
+        "k3_kl grows ≥ ×4 (fit r ≥ 0.6) but the recent k3_kl is still ≤ 1e-3",
+        "a note: re-check on later steps",
+        lambda f: f.growing and not f.drifting,
+        lambda f, d: (
+            f"The mismatch is still small but grows ×{fmt(f.trend.growth if f.trend else None)} "
+            "over the steps: re-run rcdiag on later steps."
+        ),
+    ),
+)
+"""The rule table (docs/recommendation.md). Order is the order reasons are listed in."""
+
+SUMMARY_SHOWN = (
+    "kept_token_share",
+    "kept_sequence_share",
+    "ess",
+    "weight_mass_removed",
+    "max_weight",
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A configuration the recommendation may pick, and what the report measured for it."""
+
+    kind: str  # "preset" or "sweep"
+    ref: str  # preset name, or "<sweep key>@<threshold>"
+    config: Mapping[str, Any]
+    summary: Mapping[str, Any] | None
+
+
+class Entries:
+    """Presets and sweep points of a document; configurations rebuilt when the document lacks them."""
+
+    def __init__(self, document: Mapping[str, Any], dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.presets = {p["name"]: p for p in document.get("presets") or []}
+        self.sweeps = {s.get("key", s.get("target")): s for s in document.get("sweeps") or []}
+        self.measured = bool(self.presets) or bool(self.sweeps)
+
+    def preset(self, name: str) -> Entry:
+        found = self.presets.get(name)
+        if found is not None:
+            return Entry("preset", name, found["config"], found.get("summary"))
+        return Entry("preset", name, PRESETS[self.dialect][name].config, None)
+
+    def points(self, key: str) -> list[Entry]:
+        """The points of sweep ``key``, loosest last (thresholds sorted as numbers)."""
+        found = self.sweeps.get(key)
+        if found is not None:
+            points = [
+                Entry("sweep", f"{key}@{p['threshold']}", p["config"], p.get("summary"))
+                for p in found["points"]
+            ]
+        else:
+            sweep = next((s for s in candidate_sweeps(self.dialect) if s.key == key), None)
+            if sweep is None:
+                return []
+            points = [
+                Entry("sweep", c.name, c.config, None)
+                for c in sweep.configs  # rebuilt: no measured summary
+            ]
+        return sorted(points, key=lambda e: float(e.ref.split("@", 1)[1]))
+
+    def point(self, key: str, threshold: str) -> Entry | None:
+        return next((e for e in self.points(key) if e.ref == f"{key}@{threshold}"), None)
+
+
+def _share(entry: Entry | None, figure: str = "kept_token_share") -> float | None:
+    if entry is None or entry.summary is None:
+        return None
+    value = entry.summary.get(figure)
+    return None if value is None else float(value)
+
+
+def _threshold(entry: Entry) -> str:
+    return entry.ref.split("@", 1)[1]
+
+
+def knee(points: list[Entry]) -> tuple[Entry | None, str]:
+    """The tightest point keeping ≥ ``keep_target`` of the tokens that still rejects something.
+
+    Returns:
+        The point (None when rejection is not worth it or was not measured) and why, in words.
+    """
+    target = LIMITS["keep_target"]
+    measured = [p for p in points if _share(p) is not None]
+    if not measured:
+        return None, "no sweep in the results: rejection thresholds cannot be tuned"
+    for i, point in enumerate(measured):
+        kept = _share(point)
+        assert kept is not None
+        if kept < target:
+            continue
+        if kept >= 1.0:
+            return None, (
+                f"at {_threshold(point)}, the tightest threshold keeping ≥ {pct(target, 0)} of the "
+                "tokens, rejection removes nothing"
+            )
+        tighter = measured[i - 1] if i > 0 else None
+        beyond = (
+            f"; {_threshold(tighter)} would keep only {pct(_share(tighter))}" if tighter else ""
+        )
+        return point, (
+            f"threshold {_threshold(point)} is the tightest that keeps ≥ {pct(target, 0)} of the "
+            f"tokens ({pct(kept)} kept{beyond})"
+        )
+    loosest = measured[-1]
+    return None, (
+        f"even the loosest threshold ({_threshold(loosest)}) keeps only {pct(_share(loosest))} "
+        "of the tokens: the mismatch is too broad to reject"
+    )
+
+
+def choose_is_threshold(entries: Entries) -> tuple[float, str]:
+    """C = 2 (verl's default) unless truncation there removes > ``is_mass_removed`` of the weight
+    mass; then the smallest larger grid C that does not."""
+    limit = LIMITS["is_mass_removed"]
+    points = [p for p in entries.points("is") if _share(p, "weight_mass_removed") is not None]
+    if not points:
+        return DEFAULT_IS_THRESHOLD, "C = 2 is verl's default (no sweep of C in the results)"
+    larger = [p for p in points if float(_threshold(p)) >= DEFAULT_IS_THRESHOLD]
+    for point in larger:
+        removed = _share(point, "weight_mass_removed")
+        assert removed is not None
+        if removed <= limit:
+            c = float(_threshold(point))
+            if c == DEFAULT_IS_THRESHOLD:
+                return c, (
+                    f"C = 2 (verl's default): truncation removes {pct(removed)} of the IS weight "
+                    f"mass (≤ {pct(limit, 0)})"
+                )
+            return c, (
+                f"C = {_threshold(point)}: at C = 2 truncation would remove more than "
+                f"{pct(limit, 0)} of the IS weight mass; here it removes {pct(removed)}"
+            )
+    last = larger[-1] if larger else points[-1]
+    return float(_threshold(last)), (
+        f"C = {_threshold(last)}, the largest tried: truncation still removes "
+        f"{pct(_share(last, 'weight_mass_removed'))} of the IS weight mass"
+    )
+
+
+def _choice(entry: Entry, dialect: Dialect, reasons: list[str], role: str) -> dict[str, Any]:
+    config = dict(entry.config)
+    preset = matching_preset(config, dialect)
+    title = describe(config, dialect)
+    expected = (
+        {k: entry.summary.get(k) for k in SUMMARY_SHOWN} if entry.summary is not None else None
+    )
+    return {
+        "role": role,
+        "preset": preset[0] if preset else None,
+        "name": preset[0] if preset else f"custom: {short_name(config, dialect)}",
+        "title": title,
+        "config": config,
+        "yaml": verl_yaml(config, f"rcdiag {role}: {title}"),
+        "overrides": cli_overrides(config),
+        "python": python_call(config, dialect),
+        "evaluated": {"kind": entry.kind, "ref": entry.ref} if entry.summary is not None else None,
+        "expected": expected,
+        "reasons": reasons,
+    }
+
+
+def expected_text(expected: Mapping[str, Any] | None) -> str:
+    """A choice's measured figures in words (empty when it was not measured)."""
+    if not expected:
+        return ""
+    parts = [f"keeps {pct(expected.get('kept_token_share'))} of the tokens"]
+    kept_rows = expected.get("kept_sequence_share")
+    if kept_rows is not None and kept_rows < 1.0:
+        parts[0] += f" (rejects {pct(1.0 - kept_rows)} of the sequences)"
+    if expected.get("weight_mass_removed") is not None:
+        parts.append(f"truncates {pct(expected.get('weight_mass_removed'))} of the IS weight mass")
+    if expected.get("ess") is not None:
+        parts.append(f"ESS {fmt(expected.get('ess'), 3)}")
+    return "On this dump it " + ", ".join(parts) + "."
+
+
+def _is_sequence_level(config: Mapping[str, Any]) -> bool:
+    rs = str(config.get("rollout_rs") or "")
+    return config.get("rollout_is") == "sequence" or "seq_sum" in rs or rs == "sequence"
+
+
+def _avoid(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = []
+    listed: set[str] = set()
+    if f.sequence_ratios_explode:
+        names = [n for n, p in entries.presets.items() if _is_sequence_level(p["config"])]
+        if names:
+            groups.append(
+                {
+                    "reason": "sequence-level ratios explode on this dump (rule seq_explodes): "
+                    f"ESS_seq = {fmt(f.ess_seq)}, χ²_seq = {fmt(f.chi2_seq)}",
+                    "presets": [_kept(entries, n) for n in names],
+                }
+            )
+            listed.update(names)
+    most = [
+        n
+        for n, p in entries.presets.items()
+        if n not in listed
+        and (p.get("summary") or {}).get("kept_token_share") is not None
+        and p["summary"]["kept_token_share"] < 0.5
+    ]
+    if most:
+        groups.append(
+            {
+                "reason": "reject more than half of the tokens at their default thresholds",
+                "presets": [_kept(entries, n) for n in most],
+            }
+        )
+        listed.update(most)
+    emptied = [
+        n
+        for n, p in entries.presets.items()
+        if n not in listed and (p.get("summary") or {}).get("fully_rejected_steps")
+    ]
+    if emptied:
+        groups.append(
+            {
+                "reason": "reject every token of some steps at their default thresholds (verl's "
+                "loss would have nothing to train on there)",
+                "presets": [_kept(entries, n) for n in emptied],
+            }
+        )
+    return groups
+
+
+def _kept(entries: Entries, name: str) -> dict[str, Any]:
+    summary = entries.presets[name].get("summary") or {}
+    return {"name": name, "kept_token_share": summary.get("kept_token_share")}
+
+
+def _tiny_choices(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, Any]]:
+    disabled = entries.preset("disabled")
+    insurance = entries.preset("decoupled_token_is")
+    bypass = entries.preset("bypass_ppo_clip" if dialect == "latest" else "ppo_is_bypass")
+    because = RULES[0].because(f, dialect)
+    return [
+        _choice(
+            disabled,
+            dialect,
+            [
+                because,
+                "verl still logs every rollout_corr/ metric with this configuration: keep watching "
+                "k3_kl and mean |Δ log p| (rcdiag analyze on later dumps).",
+            ],
+            "recommended",
+        ),
+        _choice(
+            insurance,
+            dialect,
+            [
+                "Cheap insurance: at this mismatch token TIS changes almost nothing, and it starts "
+                "correcting by itself if the mismatch grows."
+            ],
+            "alternative",
+        ),
+        _choice(
+            bypass,
+            dialect,
+            [
+                "With one PPO epoch per batch, bypass mode uses the rollout log-probs as π_old and "
+                "skips the trainer's extra forward pass; safe while the mismatch stays this small."
+            ],
+            "alternative",
+        ),
+    ]
+
+
+def _corrected_choices(
+    entries: Entries, f: Findings, dialect: Dialect, fired: list[Rule]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    ids = {r.id for r in fired}
+    notes: list[str] = []
+    c, c_reason = choose_is_threshold(entries)
+    use_max = "catastrophic" in ids
+    geo_point: Entry | None = None
+    geo_reason = ""
+    if "drift" in ids and "bias" not in ids:
+        geo_point, geo_reason = knee(entries.points("geo+max" if use_max else "geo"))
+        if geo_point is None:
+            notes.append(f"Geometric-mean rejection left out: {geo_reason}.")
+    if geo_point is not None:
+        primary = geo_point
+    elif use_max:
+        primary = entries.point("max", max_threshold(dialect)) or entries.preset("disabled")
+    elif c == DEFAULT_IS_THRESHOLD:
+        primary = entries.preset("decoupled_token_is")
+    else:
+        primary = entries.point("is", f"{c:g}") or entries.preset("decoupled_token_is")
+
+    reasons = [
+        r.because(f, dialect)
+        for r in fired
+        if r.id in ("large", "moderate", "seq_explodes", "bias", "catastrophic", "drift")
+    ]
+    reasons.append(
+        f"Token-level truncated IS reweights each token by min(π_train/π_rollout, C); {c_reason}."
+    )
+    if geo_point is not None:
+        reasons.append(f"Geometric-mean rejection: {geo_reason}.")
+    choices = [_choice(primary, dialect, [r for r in reasons if r], "recommended")]
+
+    alternatives: list[tuple[Entry, str]] = []
+    if dialect == "latest":
+        icepop = entries.preset("decoupled_token_icepop")
+        extra = (
+            " Catastrophic tokens get weight 0 without rejecting their sequences."
+            if use_max
+            else ""
+        )
+        alternatives.append(
+            (
+                icepop,
+                "Token IcePop keeps every sequence and zeroes the weight of single extreme tokens "
+                f"(ratio outside [0.5, 5]) instead of truncating it.{extra}",
+            )
+        )
+    if primary.config.get("rollout_rs") or primary.config.get("rollout_token_veto_threshold"):
+        plain = entries.preset("decoupled_token_is")
+        alternatives.append(
+            (
+                plain,
+                "Token TIS alone keeps every sequence and relies on truncation; choose it if "
+                "rejecting sequences costs you too much data.",
+            )
+        )
+    elif "bias" not in ids:
+        point, why = knee(entries.points("geo"))
+        if point is not None:
+            alternatives.append(
+                (
+                    point,
+                    f"Adds geometric-mean rejection of the most off-policy sequences: {why}.",
+                )
+            )
+    seen = {repr(sorted(primary.config.items()))}
+    for entry, why in alternatives:
+        key = repr(sorted(entry.config.items()))
+        if key in seen or len(choices) >= MAX_CHOICES:
+            continue
+        seen.add(key)
+        choices.append(_choice(entry, dialect, [why], "alternative"))
+    return choices, notes
+
+
+def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The ranked configurations for a result document (module docstring, docs/recommendation.md).
+
+    Returns:
+        ``{"dialect", "rules": [{id, text}], "choices": [{role, preset, title, config, yaml,
+        python, evaluated, expected, reasons}], "avoid": [{reason, presets}], "notes": [...],
+        "measured": bool}``; ``choices[0]`` is the recommendation.
+    """
+    raw_dialect = document.get("dialect") or DEFAULT_DIALECT
+    dialect: Dialect = "legacy" if raw_dialect == "legacy" else "latest"
+    f = findings(document)
+    entries = Entries(document, dialect)
+    if not f.complete:
+        return {
+            "dialect": dialect,
+            "rules": [],
+            "choices": [],
+            "avoid": [],
+            "notes": [
+                "No recommendation: the results hold no overall k3_kl, kl or mean |Δ log p|."
+            ],
+            "measured": entries.measured,
+        }
+    fired = [r for r in RULES if r.applies(f)]
+    notes: list[str] = []
+    if any(r.id == "tiny" for r in fired):
+        choices = _tiny_choices(entries, f, dialect)
+    else:
+        choices, notes = _corrected_choices(entries, f, dialect, fired)
+    if f.drifting and f.trend is not None:
+        notes.append(
+            f"The mismatch grows ×{fmt(f.trend.growth)} from step {f.trend.first_step} to step "
+            f"{f.trend.last_step}. A correction treats the symptom: find what changes over "
+            "training (weight sync between trainer and rollout engine, engine precision or "
+            "kernels, a policy drifting toward low-probability tokens)."
+        )
+    if not entries.measured:
+        notes.append(
+            "These results hold no preset comparison or sweep: thresholds are verl's defaults and "
+            "the expected figures are missing. Run rcdiag report (or recommend) on the dump itself."
+        )
+    if f.catastrophic_severe:
+        notes.append(
+            f"{pct(f.veto_fraction)} of the sequences hold a catastrophic token, above verl's "
+            "10% alarm: check the log-prob computation itself (the same tokenizer and chat "
+            "template on both sides, sampling temperature and logit processors applied by the "
+            "trainer too, numerical issues) before tuning the correction."
+        )
+    if dialect == "legacy" and f.catastrophic:
+        notes.append(
+            "The legacy dialect has no max criterion; its veto (rollout_token_veto_threshold) "
+            "plays that role. verl since January 2026 replaces it by seq_max_k2."
+        )
+    return {
+        "dialect": dialect,
+        "rules": [{"id": r.id, "text": r.because(f, dialect)} for r in fired],
+        "choices": choices,
+        "avoid": _avoid(entries, f, dialect),
+        "notes": notes,
+        "measured": entries.measured,
+    }
+
+
+def rule_table() -> list[dict[str, str]]:
+    """The rule table as rows (id, when, then), for the documentation and the report."""
+    return [{"id": r.id, "when": r.when, "then": r.then} for r in RULES]

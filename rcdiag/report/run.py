@@ -1,0 +1,195 @@
+"""One pass over a dump → the report document: analyze + compare-presets + profile + verdict + advice.
+
+The document is a superset of the ``rcdiag analyze`` JSON (contract §4: ``source``, ``overall``,
+``steps``, ``checks``) with
+
+* ``presets`` — the compare-presets entries of every preset of the dialect (aliases with an identical
+  configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
+  kept (``rcdiag compare-presets --json`` has every per-step verl metric);
+* ``sweeps`` — the candidate sweeps of :mod:`rcdiag.report.candidates`, overall summaries per point;
+* ``profile`` — :class:`~rcdiag.metrics.profile.MismatchProfile` (where the mismatch lives);
+* ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.report.verdict`,
+  :mod:`rcdiag.report.recommend`), so ``rcdiag report --from`` re-renders without the dump.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
+from rcdiag.correction.presets import PRESETS
+from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from rcdiag.errors import UsageError
+from rcdiag.metrics.profile import DEFAULT_TOP_K, MismatchProfile
+from rcdiag.report.candidates import candidate_sweeps, preset_configs
+from rcdiag.report.recommend import recommend
+from rcdiag.report.verdict import verdict
+from rcdiag.results import SCHEMA_VERSION, DumpSpec, Progress, analysis_document, stream
+
+ANALYZE_KEYS: tuple[str, ...] = (
+    "schema_version",
+    "rcdiag_version",
+    "dialect",
+    "source",
+    "options",
+    "overall",
+    "steps",
+    "checks",
+)
+"""The keys of a report document that form the ``rcdiag analyze`` document (contract §4)."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the report computes.
+
+    Args:
+        dialect: ``latest`` or ``legacy``: presets, sweeps and the recommended configuration.
+        veto_threshold: τ for the catastrophic-token metrics (as ``rcdiag analyze``).
+        top_k: offending sequences listed per ranking.
+    """
+
+    dialect: Dialect = DEFAULT_DIALECT
+    veto_threshold: float | None = None
+    top_k: int = DEFAULT_TOP_K
+
+    @property
+    def analyze(self) -> AnalyzeOptions:
+        return AnalyzeOptions(dialect=self.dialect, veto_threshold=self.veto_threshold)
+
+
+def finite(value: Any) -> Any:
+    """NaN and ±inf become None, recursively (contract §4: NaN is written as null)."""
+    if isinstance(value, float):
+        return value + 0.0 if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def _preset_entry(comparison: PresetComparison, named: NamedConfig, purpose: str) -> dict[str, Any]:
+    step_summaries = [(s, comparison.summary(named.name, s)) for s in comparison.steps()]
+    summary: dict[str, Any] = dict(comparison.summary(named.name))
+    summary["worst_steps"] = worst_steps(step_summaries)
+    summary["fully_rejected_steps"] = [
+        s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
+    ]
+    return {
+        "name": named.name,
+        "purpose": purpose,
+        "config": dict(named.config),
+        "overall": comparison.metrics(named.name),
+        "summary": summary,
+        "steps": [{"step": s, "summary": fig} for s, fig in step_summaries],
+    }
+
+
+def build_report_document(
+    dump: DumpSpec, options: ReportOptions | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Read the dump once and return the report document (module docstring).
+
+    Raises:
+        InputError: unreadable input, or a dump (or step selection) without any valid token.
+    """
+    options = options or ReportOptions()
+    analysis = OffPolicyAnalysis(options.analyze)
+    presets, aliases = preset_configs(options.dialect)
+    sweeps = candidate_sweeps(options.dialect)
+    comparison = PresetComparison([*presets, *(c for s in sweeps for c in s.configs)])
+    profile = MismatchProfile(options.top_k)
+
+    updates = [analysis.update, comparison.update, profile.update]
+    reader = stream(dump, updates, progress, row_details=True)
+    document = analysis_document(dump, reader, analysis)
+    document["options"]["top_k"] = options.top_k
+    registry = PRESETS[options.dialect]
+    document |= {
+        "presets": [_preset_entry(comparison, c, registry[c.name].purpose) for c in presets],
+        "preset_aliases": aliases,
+        "sweeps": [
+            {
+                "key": sweep.key,
+                "target": sweep.target,
+                "title": sweep.title,
+                "points": [
+                    {
+                        "threshold": threshold,
+                        "config": dict(c.config),
+                        "summary": comparison.summary(c.name),
+                    }
+                    for threshold, c in zip(sweep.thresholds, sweep.configs, strict=True)
+                ],
+            }
+            for sweep in sweeps
+        ],
+        "profile": profile.result(),
+    }
+    return complete(finite(document))
+
+
+def complete(document: dict[str, Any]) -> dict[str, Any]:
+    """Add ``verdict`` and ``recommendation`` when the document lacks them (pure functions of it)."""
+    if "verdict" not in document:
+        document = {**document, "verdict": verdict(document)}
+    if "recommendation" not in document:
+        document = {**document, "recommendation": recommend(document)}
+    return document
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    """A results JSON of ``rcdiag report``, ``analyze`` or ``compare-presets``, checked.
+
+    A compare-presets ``sweep`` (one target, rejection only) is listed under ``sweeps`` for its
+    table; its points carry no token TIS, so the report draws no sweep curve for it.
+
+    Raises:
+        UsageError: unreadable file, not JSON, or not an rcdiag results document of schema 1.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read results ({exc.strerror or exc})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(document, dict) or "schema_version" not in document:
+        raise UsageError(
+            f"{path}: not rcdiag results (expected the JSON of rcdiag report, analyze or "
+            "compare-presets, with a schema_version)"
+        )
+    if document["schema_version"] != SCHEMA_VERSION:
+        raise UsageError(
+            f"{path}: results schema_version {document['schema_version']!r}; this rcdiag reads "
+            f"{SCHEMA_VERSION}"
+        )
+    if document.get("dialect") not in DIALECTS:
+        raise UsageError(f"{path}: unknown dialect {document.get('dialect')!r}")
+    if "source" not in document:
+        raise UsageError(f"{path}: not rcdiag results (no 'source' object)")
+    if "sweep" in document and "sweeps" not in document:
+        sweep = document["sweep"]
+        document["sweeps"] = [
+            {
+                **sweep,
+                "key": sweep.get("target"),
+                "title": f"{sweep.get('target')} (rejection only)",
+            }
+        ]
+    return document
+
+
+def analyze_part(document: dict[str, Any]) -> dict[str, Any]:
+    """The ``rcdiag analyze`` document inside a report document (what ``analyze --json`` writes)."""
+    part = {k: document[k] for k in ANALYZE_KEYS if k in document}
+    if "options" in part:
+        part["options"] = {k: v for k, v in part["options"].items() if k != "top_k"}
+    return part

@@ -1,0 +1,54 @@
+"""Numbers as the report and the terminal print them."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    """``digits`` significant digits; scientific below 1e-3 and from 1e5; ``–`` for missing.
+
+    Example:
+        >>> fmt(3.198e-05), fmt(1e-4), fmt(0.26811), fmt(442.43), fmt(2.5e7), fmt(None)
+        ('3.2e-5', '1e-4', '0.27', '442', '2.5e7', '–')
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e5:
+        text = f"{value:.{digits}g}"
+        if "e" in text:  # e.g. 442 with 2 digits → 4.4e+02: print the integer instead
+            text = f"{value:.0f}"
+        return text
+    mantissa, exponent = f"{value:.{max(0, digits - 1)}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A share as a percentage: ``0.9843`` → ``98.4%``; tiny nonzero shares keep a digit.
+
+    Example:
+        >>> pct(0.98431), pct(1.0), pct(0.99991), pct(0.00002), pct(None)
+        ('98.4%', '100%', '99.99%', '0.002%', '–')
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    percent = 100.0 * value
+    if percent == 100.0 or percent == 0.0:
+        return f"{percent:.0f}%"
+    if abs(percent) < 0.1:
+        return f"{percent:.1g}%"
+    text = f"{percent:.{digits}f}"
+    while float(text) == 100.0 and digits < 4:  # 99.99% must not print as 100.0%
+        digits += 1
+        text = f"{percent:.{digits}f}"
+    return f"{text}%"
+
+
+def count(value: float | int | None) -> str:
+    """An integer with thousands separators."""
+    return "–" if value is None else f"{int(value):,}"

@@ -1,0 +1,299 @@
+"""Healthy / watch / act: the verdict at the top of the report, with the numbers that decide it.
+
+A pure function of a result document (:func:`verdict`). Each :class:`Signal` is a condition on the
+:class:`~rcdiag.report.findings.Findings` with a status; the verdict is the most severe status among
+the signals that fire (``healthy`` when none does), headed by the first firing signal in
+:data:`SIGNALS` order. Each signal names the one or two metrics that decide it, shown on a gauge of
+the published ranges (:data:`SCALES`, contract §5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rcdiag.report.findings import LIMITS, Findings, findings
+from rcdiag.report.text import count, fmt, pct
+
+Status = Literal["healthy", "watch", "act"]
+_RANK: dict[str, int] = {"healthy": 0, "watch": 1, "act": 2}
+
+
+@dataclass(frozen=True)
+class Band:
+    """Values below ``upto`` (and above the previous band) have this status and meaning."""
+
+    upto: float
+    status: Literal["ok", "warn", "fail"]
+    label: str
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A gauge: where a value sits among published ranges."""
+
+    label: str
+    log: bool
+    lo: float
+    hi: float
+    bands: tuple[Band, ...]
+    markers: tuple[tuple[float, str], ...] = ()
+    source: str = ""
+
+
+INF = math.inf
+SCALES: dict[str, Scale] = {
+    "rollout_corr/k3_kl": Scale(
+        "k3_kl (token KL, K3 estimator)",
+        True,
+        1e-6,
+        1.0,
+        (
+            Band(1e-5, "ok", "below the dense-bf16 range"),
+            Band(1e-3, "ok", "dense bf16 models: 1e-5 … 1e-3"),
+            Band(1e-1, "warn", "MoE models: 1e-3 … 1e-1"),
+            Band(INF, "fail", "beyond every published range"),
+        ),
+        ((1e-3, "NeMo-RL gate"),),
+        "published K3 KL ranges; NeMo-RL gates bf16 at 1e-3",
+    ),
+    "rcdiag/abs_log_ratio_mean": Scale(
+        "mean |Δ log p| per token",
+        True,
+        1e-3,
+        1.0,
+        (
+            Band(0.1, "ok", "below slime's gate 0.1"),
+            Band(INF, "fail", "above slime's gate 0.1"),
+        ),
+        ((0.01, "healthy bf16 ≈ 0.01"), (0.27, "fp8 rollout ≈ 0.27")),
+        "slime gates at 0.1; ≈ 0.01 healthy bf16, ≈ 0.27 fp8 rollout",
+    ),
+    "rollout_corr/kl": Scale(
+        "|kl| (mean log π_rollout − log π_train)",
+        True,
+        1e-6,
+        1.0,
+        (Band(0.1, "ok", "within verl's |kl| ≤ 0.1"), Band(INF, "warn", "verl: |kl| > 0.1")),
+        (),
+        "verl docs: |kl| > 0.1 is a large mismatch",
+    ),
+    "rollout_corr/chi2_token": Scale(
+        "χ²_token (variance of token weights)",
+        True,
+        1e-5,
+        100.0,
+        (Band(1.0, "ok", "below verl's severe level 1"), Band(INF, "fail", "verl: > 1 is severe")),
+        (),
+        "verl docs: chi2_token > 1 is severe",
+    ),
+    "rollout_corr/chi2_seq": Scale(
+        "χ²_seq (variance of sequence weights)",
+        True,
+        1e-3,
+        1e4,
+        (
+            Band(1.0, "ok", "sequence weights usable"),
+            Band(INF, "warn", "> 1: sequence-level weights unreliable (rcdiag rule)"),
+        ),
+        (),
+        "rcdiag: verl's χ² > 1 alarm applied to sequence weights",
+    ),
+    "rcdiag/veto_fraction": Scale(
+        "sequences holding a catastrophic token",
+        False,
+        0.0,
+        0.5,
+        (Band(0.1, "warn", "≤ 10% of sequences"), Band(INF, "fail", "verl: > 10% of sequences")),
+        (),
+        "verl docs: veto fraction > 0.1",
+    ),
+}
+"""Gauges of the deciding metrics: their published ranges (contract §5)."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One reason for a verdict: a condition, its status, a headline, the metrics that decide it."""
+
+    id: str
+    status: Status
+    applies: Callable[[Findings], bool]
+    headline: Callable[[Findings], str]
+    deciding: Callable[[Findings], list[tuple[str, float | None, str]]]
+    """(metric, value, caption) of the one or two numbers shown on gauges."""
+
+
+def _k3(f: Findings, caption: str = "whole dump") -> tuple[str, float | None, str]:
+    return ("rollout_corr/k3_kl", f.k3_kl, caption)
+
+
+def _abs(f: Findings) -> tuple[str, float | None, str]:
+    return ("rcdiag/abs_log_ratio_mean", f.abs_log_ratio, "whole dump")
+
+
+def _drift_headline(f: Findings) -> str:
+    t = f.trend
+    assert t is not None
+    return (
+        f"the mismatch grows ×{fmt(t.growth)} over {t.steps} steps: k3_kl {fmt(t.first)} in the "
+        f"first steps → {fmt(t.recent)} in the last ones, past the dense-bf16 range "
+        f"(≤ {fmt(LIMITS['trend_gate_k3_kl'])})"
+    )
+
+
+def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
+    t = f.trend
+    assert t is not None
+    return [
+        ("rollout_corr/k3_kl", t.recent, f"last steps (first steps: {fmt(t.first)})"),
+        ("rcdiag/abs_log_ratio_mean", t.recent_abs_log_ratio, "last steps"),
+    ]
+
+
+def _large_headline(f: Findings) -> str:
+    kl = f", and kl = {fmt(f.kl)} (verl flags |kl| > 0.1)" if abs(f.kl or 0.0) > 0.1 else ""
+    return (
+        f"rollout and training disagree strongly: mean |Δ log p| = {fmt(f.worst_abs_log_ratio)} "
+        f"(slime's gate is 0.1; healthy bf16 ≈ 0.01, fp8 rollouts ≈ 0.27){kl}"
+    )
+
+
+def _seq_headline(f: Findings) -> str:
+    tokens = "tokens agree well enough" if f.size == "tiny" else "the per-token mismatch compounds"
+    return (
+        f"{tokens} (k3_kl = {fmt(f.k3_kl)}), but over responses of ~{count(f.length_mean)} "
+        f"tokens the sequence ratios explode: χ²_seq = {fmt(f.chi2_seq)}, "
+        f"ESS_seq = {fmt(f.ess_seq)}"
+    )
+
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal("drift", "act", lambda f: f.drifting, _drift_headline, _drift_deciding),
+    Signal(
+        "large", "act", lambda f: f.size == "large", _large_headline, lambda f: [_abs(f), _k3(f)]
+    ),
+    Signal(
+        "catastrophic_severe",
+        "act",
+        lambda f: f.catastrophic_severe,
+        lambda f: (
+            f"{pct(f.veto_fraction)} of sequences hold a catastrophic token "
+            f"(π_train/π_rollout < {fmt(f.veto_threshold)}; verl's alarm is 10%)"
+        ),
+        lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+    ),
+    Signal(
+        "sequence_ratios",
+        "watch",
+        lambda f: f.sequence_ratios_explode,
+        _seq_headline,
+        lambda f: [("rollout_corr/chi2_seq", f.chi2_seq, "whole dump"), _k3(f)],
+    ),
+    Signal(
+        "catastrophic",
+        "watch",
+        lambda f: f.catastrophic and not f.catastrophic_severe,
+        lambda f: (
+            f"catastrophic tokens present: {pct(f.catastrophic_fraction)} of tokens, in "
+            f"{pct(f.veto_fraction)} of sequences"
+        ),
+        lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+    ),
+    Signal(
+        "moderate",
+        "watch",
+        lambda f: f.size == "moderate",
+        lambda f: (
+            f"the mismatch is above the healthy bf16 level: k3_kl = {fmt(f.worst_k3_kl)}, mean "
+            f"|Δ log p| = {fmt(f.worst_abs_log_ratio)}"
+        ),
+        lambda f: [_k3(f), _abs(f)],
+    ),
+    Signal(
+        "growing",
+        "watch",
+        lambda f: f.growing and not f.drifting,
+        lambda f: (
+            f"the mismatch is small but grows ×{fmt(f.trend.growth if f.trend else None)} over "
+            f"the steps"
+        ),
+        lambda f: [_k3(f), _abs(f)],
+    ),
+)
+"""The reasons for a verdict, most telling first."""
+
+HEALTHY_HEADLINE = (
+    "rollout and training agree: k3_kl = {k3} and mean |Δ log p| = {abs}, inside the healthy "
+    "dense-bf16 ranges"
+)
+
+
+def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
+    """Where ``value`` sits on the published ranges of ``metric`` (:data:`SCALES`)."""
+    scale = SCALES[metric]
+    shown = abs(value) if value is not None and metric == "rollout_corr/kl" else value
+    band = None
+    if shown is not None:
+        band = next(b for b in scale.bands if shown < b.upto or b.upto == INF)
+    return {
+        "metric": metric,
+        "label": scale.label,
+        "caption": caption,
+        "value": shown,
+        "display": fmt(shown) if not metric.endswith("fraction") else pct(shown),
+        "status": band.status if band else None,
+        "band": band.label if band else None,
+        "source": scale.source,
+        "scale": {
+            "log": scale.log,
+            "lo": scale.lo,
+            "hi": scale.hi,
+            "bands": [
+                {"upto": None if b.upto == INF else b.upto, "status": b.status, "label": b.label}
+                for b in scale.bands
+            ],
+            "markers": [{"at": at, "label": label} for at, label in scale.markers],
+        },
+    }
+
+
+def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict of a result document: status, headline, deciding gauges, every firing signal."""
+    f = findings(document)
+    if not f.complete:
+        return {
+            "status": None,
+            "headline": "no verdict: the document has no overall k3_kl, kl or mean |Δ log p|",
+            "deciding": [],
+            "signals": [],
+        }
+    fired = [s for s in SIGNALS if s.applies(f)]
+    checks = document.get("checks") or []
+    failed = [c for c in checks if c.get("status") == "fail"]
+    warned = [c for c in checks if c.get("status") == "warn"]
+    status: Status = "healthy"
+    for s in fired:
+        if _RANK[s.status] > _RANK[status]:
+            status = s.status
+    if failed:
+        status = "act"
+    elif warned and status == "healthy":
+        status = "watch"
+    if fired:
+        lead = fired[0]
+        headline = lead.headline(f)
+        deciding = lead.deciding(f)
+    else:
+        headline = HEALTHY_HEADLINE.format(k3=fmt(f.k3_kl), abs=fmt(f.abs_log_ratio))
+        deciding = [_k3(f), _abs(f)]
+    return {
+        "status": status,
+        "headline": headline[0].upper() + headline[1:] + ".",
+        "deciding": [gauge(m, v, c) for m, v, c in deciding if v is not None],
+        "signals": [{"id": s.id, "status": s.status, "text": s.headline(f)} for s in fired[1:]],
+        "checks_failed": [c["metric"] for c in failed],
+        "checks_warned": [c["metric"] for c in warned],
+    }

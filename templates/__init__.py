@@ -1,0 +1,1 @@
+"""The jinja2 templates, CSS and JavaScript of the HTML report (package data: rcdiag.templates)."""

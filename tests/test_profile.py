@@ -1,0 +1,239 @@
+"""MismatchProfile against a plain-Python reference that shares no code with it."""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+import pytest
+
+from rcdiag.metrics.profile import (
+    LOG2_BUCKETS,
+    ROLLOUT_PROB_EDGES,
+    SIGNED_LOG_EDGES,
+    MismatchProfile,
+    log2_bucket_label,
+)
+from rcdiag.metrics.ragged import RaggedBatch
+
+
+def make_rows(seed: int, rows: int = 60) -> list[dict]:
+    """Ragged rows with masked NaN holes, empty rows, heavy tails and one catastrophic token."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(rows):
+        n = int(rng.integers(0, 300)) if i % 11 else 0
+        rollout = -rng.exponential(1.0, n)
+        ell = rng.standard_t(3, n) * 0.05
+        if n and i % 7 == 3:
+            ell[rng.integers(0, n)] = -12.0
+        mask = rng.random(n) > 0.05
+        old = rollout + ell
+        old[~mask] = np.nan  # garbage under the mask must be ignored
+        out.append({"rollout": rollout, "old": old, "mask": mask, "step": i % 4, "uid": f"u{i}"})
+    return out
+
+
+def to_batch(rows: list[dict], start: int = 0, ids: bool = False) -> RaggedBatch:
+    lengths = [r["rollout"].size for r in rows]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    arrays = {
+        "rollout": np.concatenate([r["rollout"] for r in rows]),
+        "old": np.concatenate([r["old"] for r in rows]),
+        "mask": np.concatenate([r["mask"] for r in rows]).astype(bool),
+        "offsets": offsets,
+        "steps": np.array([r["step"] for r in rows], dtype=np.int64),
+    }
+    if not ids:
+        return RaggedBatch(**arrays)
+    return RaggedBatch(
+        **arrays,
+        source="dump.parquet",
+        row_index=np.arange(start, start + len(rows), dtype=np.int64),
+        uids=np.array([r["uid"] for r in rows], dtype=object),
+    )
+
+
+def reference(rows: list[dict], top_k: int) -> dict:
+    """Loops over rows and tokens, one value at a time."""
+    edges = SIGNED_LOG_EDGES.tolist()
+    bins = len(edges) + 1
+    token_hist, seq_hist, mean_hist = [0] * bins, [0] * bins, [0] * bins
+    prob: dict[int, list[float]] = {}
+    position: dict[int, list[float]] = {}
+    length: dict[int, list[tuple[int, float]]] = {}
+    records = []
+    for index, r in enumerate(rows):
+        total, n, worst, worst_at = 0.0, 0, -1.0, 0
+        for t, valid in enumerate(r["mask"]):
+            if not valid:
+                continue
+            ell = float(r["old"][t] - r["rollout"][t])
+            token_hist[bisect.bisect_right(edges, ell)] += 1
+            p = math.exp(r["rollout"][t])
+            prob.setdefault(bisect.bisect_right(ROLLOUT_PROB_EDGES, p), []).append(ell)
+            position.setdefault(min(int(math.log2(t + 1)), LOG2_BUCKETS - 1), []).append(ell)
+            total += ell
+            n += 1
+            if abs(ell) > worst:
+                worst, worst_at = abs(ell), t
+        if n == 0:
+            continue
+        seq_hist[bisect.bisect_right(edges, total)] += 1
+        mean_hist[bisect.bisect_right(edges, total / n)] += 1
+        length.setdefault(min(int(math.log2(n)), LOG2_BUCKETS - 1), []).append((n, total))
+        records.append((index, r["step"], abs(total), worst, worst_at + 1, n, total))
+    by_sum = sorted(records, key=lambda x: (-x[2], x[0]))[:top_k]
+    by_max = sorted(records, key=lambda x: (-x[3], x[0]))[:top_k]
+    return {
+        "token_hist": token_hist,
+        "seq_hist": seq_hist,
+        "mean_hist": mean_hist,
+        "prob": prob,
+        "position": position,
+        "length": length,
+        "by_sum": by_sum,
+        "by_max": by_max,
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("batch_rows", [7, 60])
+def test_profile_matches_reference(seed: int, batch_rows: int) -> None:
+    rows = make_rows(seed)
+    profile = MismatchProfile(top_k=5)
+    for start in range(0, len(rows), batch_rows):
+        profile.update(to_batch(rows[start : start + batch_rows]))
+    got = profile.result()
+    want = reference(rows, 5)
+
+    assert got["token_log_ratio"]["counts"] == want["token_hist"]
+    assert got["seq_sum_log_ratio"]["counts"] == want["seq_hist"]
+    assert got["seq_mean_log_ratio"]["counts"] == want["mean_hist"]
+    assert got["rows"] == len(rows)
+    assert got["empty_rows"] == sum(1 for r in rows if not r["mask"].any())
+
+    for key, buckets in (("by_rollout_prob", want["prob"]), ("by_position", want["position"])):
+        assert [b["bucket"] for b in got[key]] == sorted(buckets)
+        for b in got[key]:
+            values = np.array(buckets[b["bucket"]])
+            assert b["tokens"] == values.size
+            assert b["mean_log_ratio"] == pytest.approx(values.mean(), rel=1e-9, abs=1e-12)
+            assert b["mean_abs_log_ratio"] == pytest.approx(np.abs(values).mean(), rel=1e-9)
+            assert b["std_log_ratio"] == pytest.approx(values.std(), rel=1e-6, abs=1e-12)
+            assert b["k3"] == pytest.approx(np.mean(np.expm1(values) - values), rel=1e-9)
+            assert b["max_abs_log_ratio"] == pytest.approx(np.abs(values).max())
+    for b in got["by_length"]:
+        members = want["length"][b["bucket"]]
+        assert b["rows"] == len(members)
+        assert b["tokens"] == sum(n for n, _ in members)
+        assert b["mean_abs_seq_log_ratio"] == pytest.approx(
+            np.mean([abs(s) for _, s in members]), rel=1e-9
+        )
+        assert b["label"] == log2_bucket_label(b["bucket"])
+
+    top = got["top_sequences"]
+    assert [r["stream_row"] for r in top["by_abs_sum"]] == [x[0] for x in want["by_sum"]]
+    assert [r["stream_row"] for r in top["by_max_token"]] == [x[0] for x in want["by_max"]]
+    for record, expected in zip(top["by_max_token"], want["by_max"], strict=True):
+        assert record["step"] == expected[1]
+        assert record["max_abs_log_ratio"] == pytest.approx(expected[3])
+        assert record["worst_token_position"] == expected[4]
+        assert record["valid_tokens"] == expected[5]
+        assert record["sum_log_ratio"] == pytest.approx(expected[6])
+        assert record["uid"] is None and record["file"] is None and record["row"] is None
+
+
+def test_batching_does_not_change_the_result() -> None:
+    rows = make_rows(5)
+    whole, pieces = MismatchProfile(top_k=8), MismatchProfile(top_k=8)
+    whole.update(to_batch(rows))
+    for start in range(0, len(rows), 3):
+        pieces.update(to_batch(rows[start : start + 3]))
+    a, b = whole.result(), pieces.result()
+    assert a["token_log_ratio"] == b["token_log_ratio"]
+    assert a["top_sequences"] == b["top_sequences"]
+    for key in ("by_rollout_prob", "by_position", "by_length"):
+        for x, y in zip(a[key], b[key], strict=True):
+            assert x.keys() == y.keys()
+            assert x["label"] == y["label"]
+            for k in x.keys() - {"label"}:
+                assert x[k] == pytest.approx(y[k], rel=1e-12, abs=1e-15)
+
+
+def test_ids_are_used_when_the_batch_carries_them() -> None:
+    rows = make_rows(3, rows=20)
+    profile = MismatchProfile(top_k=3)
+    profile.update(to_batch(rows[:10], start=0, ids=True))
+    profile.update(to_batch(rows[10:], start=10, ids=True))
+    for record in profile.result()["top_sequences"]["by_abs_sum"]:
+        assert record["uid"] == f"u{record['stream_row']}"
+        assert record["row"] == record["stream_row"]
+        assert record["file"] == "dump.parquet"
+
+
+def test_memory_is_bounded_by_top_k() -> None:
+    profile = MismatchProfile(top_k=4)
+    for seed in range(5):
+        profile.update(to_batch(make_rows(seed)))
+    top = profile.result()["top_sequences"]
+    assert len(top["by_abs_sum"]) == 4 and len(top["by_max_token"]) == 4
+    scores = [abs(r["sum_log_ratio"]) for r in top["by_abs_sum"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_identical_policies_fill_only_the_zero_bin() -> None:
+    rollout = np.log(np.array([0.5, 0.25, 0.9, 0.1]))
+    batch = RaggedBatch(
+        rollout=rollout,
+        old=rollout.copy(),
+        mask=np.ones(4, dtype=bool),
+        offsets=np.array([0, 3, 4]),
+        steps=np.array([0, 0]),
+    )
+    profile = MismatchProfile()
+    profile.update(batch)
+    result = profile.result()
+    zero_bin = SIGNED_LOG_EDGES.size // 2
+    counts = result["token_log_ratio"]["counts"]
+    assert counts[zero_bin] == 4 and sum(counts) == 4
+    assert all(b["mean_abs_log_ratio"] == 0.0 for b in result["by_rollout_prob"])
+
+
+def test_empty_and_all_masked_batches() -> None:
+    profile = MismatchProfile()
+    empty = RaggedBatch(
+        rollout=np.zeros(0),
+        old=np.zeros(0),
+        mask=np.zeros(0, dtype=bool),
+        offsets=np.array([0]),
+        steps=np.zeros(0, dtype=np.int64),
+    )
+    profile.update(empty)
+    masked = RaggedBatch(
+        rollout=np.array([np.nan, -1.0]),
+        old=np.array([0.0, np.nan]),
+        mask=np.zeros(2, dtype=bool),
+        offsets=np.array([0, 2]),
+        steps=np.array([3]),
+    )
+    profile.update(masked)
+    result = profile.result()
+    assert result["valid_tokens"] == 0 and result["empty_rows"] == 1
+    assert result["top_sequences"] == {"by_abs_sum": [], "by_max_token": []}
+    assert result["by_length"] == [] and result["by_position"] == []
+
+
+def test_negative_top_k_is_rejected() -> None:
+    with pytest.raises(ValueError, match="top_k"):
+        MismatchProfile(top_k=-1)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import rcdiag.metrics.profile
+
+    result = doctest.testmod(rcdiag.metrics.profile)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,197 @@
+"""The report in a real browser: headless Chromium, no JavaScript error, every chart drawn, offline.
+
+The page records its own health (``window.onerror``, rejected promises, charts drawn with data, the
+resources it fetched) into ``<script id="rcdiag-status">``; Chromium's ``--dump-dom`` hands the
+finished DOM back. The network is switched off for the browser (a dead proxy and a resolver that
+resolves nothing), so a page that needed the network would show errors or empty charts. Each test
+also saves a screenshot under its tmp directory.
+
+Chromium comes from Debian's ``chromium`` package; when absent, the session fixture installs it
+with apt-get and fails loudly if it cannot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import html as htmllib
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rcdiag.report.render import render_html, write_html
+from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
+from rcdiag.results import DumpSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = {
+    "drift": ROOT / "sample_data" / "drift",
+    "heavy_tails": ROOT / "sample_data" / "heavy_tails.parquet",
+    "bf16": ROOT / "sample_data" / "bf16.parquet",
+}
+INSTALL = "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"
+OFFLINE_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--proxy-server=http://127.0.0.1:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+)
+
+
+def _find() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+
+
+@contextlib.contextmanager
+def _install_lock() -> Iterator[None]:
+    """One installer at a time across pytest-xdist workers."""
+    with open("/tmp/rcdiag-chromium-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium binary; installed with apt-get when absent (fails loudly if it can't)."""
+    found = _find()
+    if found:
+        return found
+    with _install_lock():
+        found = _find()
+        if found:
+            return found
+        try:
+            done = subprocess.run(
+                ["sh", "-c", INSTALL], capture_output=True, text=True, timeout=1800, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            pytest.fail(f"the browser test needs Chromium; `{INSTALL}` could not run: {exc}")
+        found = _find()
+        if found is None:
+            tail = (done.stderr or done.stdout)[-1500:]
+            pytest.fail(
+                f"the browser test needs Chromium; `{INSTALL}` failed (exit {done.returncode}). "
+                f"Install Debian's chromium package and re-run.\n{tail}"
+            )
+        return found
+
+
+def _run(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [chromium, *OFFLINE_FLAGS, f"--user-data-dir={profile}", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+    return done
+
+
+def load_in_browser(chromium: str, page: Path, workdir: Path) -> tuple[dict[str, Any], str]:
+    """Open ``page`` offline; return the status the page recorded and the final DOM."""
+    done = _run(
+        chromium,
+        workdir / "profile-dom",
+        "--window-size=1400,2000",
+        "--virtual-time-budget=30000",
+        "--dump-dom",
+        page.as_uri(),
+    )
+    dom = done.stdout
+    assert 'data-rcdiag-done="1"' in dom, "the page never finished drawing its charts"
+    found = re.search(
+        r'<script type="application/json" id="rcdiag-status">(.*?)</script>', dom, re.S
+    )
+    assert found is not None, "no status element in the DOM"
+    return json.loads(htmllib.unescape(found.group(1))), dom
+
+
+def screenshot(chromium: str, page: Path, workdir: Path) -> Path:
+    """A tall screenshot of the page (saved beside it)."""
+    target = workdir / f"{page.stem}.png"
+    _run(
+        chromium,
+        workdir / "profile-shot",
+        "--window-size=1400,9000",
+        "--virtual-time-budget=30000",
+        f"--screenshot={target}",
+        page.as_uri(),
+    )
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert target.stat().st_size > 50_000, "the screenshot is suspiciously empty"
+    return target
+
+
+def _report(sample: str, path: Path) -> Path:
+    document = build_report_document(DumpSpec([str(SAMPLES[sample])]), ReportOptions())
+    write_html(path, document)
+    return path
+
+
+@pytest.mark.parametrize("sample", ["drift", "heavy_tails"])
+def test_report_renders_every_chart_without_errors_offline(
+    chromium: str, sample: str, tmp_path: Path
+) -> None:
+    page = _report(sample, tmp_path / f"{sample}.html")
+    status, dom = load_in_browser(chromium, page, tmp_path)
+    charts = page.read_text().count('data-figure="')
+    assert status["errors"] == []
+    assert status["empty"] == []
+    assert status["expected"] == charts >= 14
+    assert status["rendered"] == charts
+    assert dom.count('data-rendered="1"') == charts
+    assert status["resources"] == [], "the page fetched something"
+    shot = screenshot(chromium, page, tmp_path)
+    print(f"screenshot: {shot}")
+
+
+def test_analyze_only_report_renders_in_the_browser(chromium: str, tmp_path: Path) -> None:
+    document = analyze_part(
+        build_report_document(DumpSpec([str(SAMPLES["bf16"])]), ReportOptions())
+    )
+    page = tmp_path / "analyze_only.html"
+    page.write_text(render_html(document), encoding="utf-8")
+    status, dom = load_in_browser(chromium, page, tmp_path)
+    assert status["errors"] == [] and status["empty"] == []
+    assert status["rendered"] == status["expected"] == page.read_text().count('data-figure="') > 0
+    assert "Not in these results" in dom
+    screenshot(chromium, page, tmp_path)
+
+
+def test_the_harness_sees_a_broken_page(chromium: str, tmp_path: Path) -> None:
+    """A figure with no data and a script error must both show up in the recorded status."""
+    page = _report("bf16", tmp_path / "broken.html")
+    text = page.read_text()
+    blob = re.search(
+        r'(<script type="application/json" id="rcdiag-figures">)(.*?)(</script>)', text
+    )
+    assert blob is not None
+    figures = json.loads(blob.group(2))
+    first = next(iter(figures))
+    del figures[first]
+    broken = text.replace(blob.group(2), json.dumps(figures)).replace(
+        "</body>", "<script>undefinedFunction();</script></body>"
+    )
+    page.write_text(broken)
+    status, _ = load_in_browser(chromium, page, tmp_path)
+    assert any(first in e for e in status["errors"])
+    assert any("undefinedFunction" in e for e in status["errors"])
+    assert status["rendered"] == status["expected"] - 1
