@@ -5,6 +5,7 @@ The JSON document built here is the one thing the terminal view, the HTML report
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,6 +204,17 @@ def comparison_document(
             ],
         }
     return document
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and ±inf become ``null`` (contract §4); containers are converted recursively."""
+    if isinstance(value, float):
+        return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def empty_steps(document: dict[str, Any]) -> list[int]:

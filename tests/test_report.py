@@ -273,7 +273,7 @@ def test_report_command_rejects_bad_results(tmp_path: Path) -> None:
         "rcdiag.report.figures",
         "rcdiag.report.render",
         "rcdiag.report.snippets",
-        "rcdiag.report.text",
+        "rcdiag.formatting",
     ],
 )
 def test_docstring_examples(module: str) -> None:

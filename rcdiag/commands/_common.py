@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
 from rcdiag.io.reader import ColumnNames, StepSelection
 from rcdiag.io.writer import atomic_write
-from rcdiag.results import DumpSpec
+from rcdiag.results import DumpSpec, json_safe
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -63,17 +62,6 @@ def cli_errors(debug: bool) -> Iterator[None]:
             file=sys.stderr,
         )
         raise typer.Exit(EXIT_BAD_INPUT) from None
-
-
-def json_safe(value: Any) -> Any:
-    """NaN and ±inf become ``null`` (contract §4); containers are converted recursively."""
-    if isinstance(value, float):
-        return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

@@ -19,8 +19,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from rcdiag.formatting import short
 from rcdiag.metrics.profile import LOG_MAGNITUDE_RANGE
-from rcdiag.report.text import fmt
 
 SIGNIFICANT = 4
 MAX_TREND_POINTS = 400
@@ -382,11 +382,11 @@ def _histogram_trace(
         widths.append(max(u_hi - u_lo, 0.05) * 0.92)
         heights.append(n)
         where = (
-            f"< {fmt(hi)}"
+            f"< {short(hi)}"
             if lo is None
-            else f"≥ {fmt(lo)}"
+            else f"≥ {short(lo)}"
             if hi is None
-            else f"{fmt(lo)} … {fmt(hi)}"
+            else f"{short(lo)} … {short(hi)}"
         )
         hover.append(f"{unit} {where}: {n:,}")
     if not heights:
@@ -528,8 +528,8 @@ def _bucket_chart(
     hover = [
         f"{r['label']}: {r.get('tokens', 0):,} tokens"
         + (f", {r['rows']:,} sequences" if "rows" in r else "")
-        + f"<br>mean |ℓ| {fmt(r['mean_abs_log_ratio'], 3)} · mean ℓ {fmt(r['mean_log_ratio'], 3)}"
-        + f" · k3 {fmt(r['k3'], 3)} · max |ℓ| {fmt(r.get('max_abs_log_ratio'), 3)}"
+        + f"<br>mean |ℓ| {short(r['mean_abs_log_ratio'], 3)} · mean ℓ {short(r['mean_log_ratio'], 3)}"
+        + f" · k3 {short(r['k3'], 3)} · max |ℓ| {short(r.get('max_abs_log_ratio'), 3)}"
         for r in rows
     ]
     traces: list[go.BaseTraceType] = [

@@ -23,6 +23,7 @@ from typing import Any
 
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.formatting import count, pct, short
 from rcdiag.report.candidates import (
     MAX_K2_THRESHOLD,
     VETO_TAU,
@@ -38,7 +39,6 @@ from rcdiag.report.snippets import (
     short_name,
     verl_yaml,
 )
-from rcdiag.report.text import count, fmt, pct
 
 MAX_CHOICES = 3
 DEFAULT_IS_THRESHOLD = 2.0
@@ -64,12 +64,12 @@ def _where(f: Findings) -> str:
 def _sequence_weights(f: Findings) -> str:
     if f.chi2_seq is not None and f.chi2_seq < -0.5:
         return (
-            f"the sequence weights exp(Σℓ) collapse toward 0 (χ²_seq = {fmt(f.chi2_seq)}, "
-            f"ESS_seq = {fmt(f.ess_seq)})"
+            f"the sequence weights exp(Σℓ) collapse toward 0 (χ²_seq = {short(f.chi2_seq)}, "
+            f"ESS_seq = {short(f.ess_seq)})"
         )
     return (
-        f"χ²_seq = {fmt(f.chi2_seq)} against χ²_token = {fmt(f.chi2_token)}, "
-        f"ESS_seq = {fmt(f.ess_seq)}"
+        f"χ²_seq = {short(f.chi2_seq)} against χ²_token = {short(f.chi2_token)}, "
+        f"ESS_seq = {short(f.ess_seq)}"
     )
 
 
@@ -98,8 +98,8 @@ RULES: tuple[Rule, ...] = (
             f.size == "tiny" and not (f.sequence_ratios_explode or f.catastrophic or f.drifting)
         ),
         lambda f, d: (
-            f"The mismatch is tiny: k3_kl = {fmt(f.k3_kl)} (dense-bf16 range 1e-5 … 1e-3) and mean "
-            f"|Δ log p| = {fmt(f.abs_log_ratio)} (healthy bf16 ≈ 0.01). A correction would change "
+            f"The mismatch is tiny: k3_kl = {short(f.k3_kl)} (dense-bf16 range 1e-5 … 1e-3) and mean "
+            f"|Δ log p| = {short(f.abs_log_ratio)} (healthy bf16 ≈ 0.01). A correction would change "
             "almost nothing."
         ),
     ),
@@ -109,8 +109,8 @@ RULES: tuple[Rule, ...] = (
         "correct at token level: token TIS",
         lambda f: f.size == "large",
         lambda f, d: (
-            f"The mismatch is large{_where(f)}: mean |Δ log p| = {fmt(f.worst_abs_log_ratio)} "
-            f"(slime's gate 0.1) and k3_kl = {fmt(f.worst_k3_kl)}. Uncorrected, these samples "
+            f"The mismatch is large{_where(f)}: mean |Δ log p| = {short(f.worst_abs_log_ratio)} "
+            f"(slime's gate 0.1) and k3_kl = {short(f.worst_k3_kl)}. Uncorrected, these samples "
             "bias the policy gradient."
         ),
     ),
@@ -120,8 +120,8 @@ RULES: tuple[Rule, ...] = (
         "correct at token level: token TIS",
         lambda f: f.size == "moderate",
         lambda f, d: (
-            f"The mismatch is moderate{_where(f)}: k3_kl = {fmt(f.worst_k3_kl)} and mean "
-            f"|Δ log p| = {fmt(f.worst_abs_log_ratio)}: above healthy dense bf16, below the alarms "
+            f"The mismatch is moderate{_where(f)}: k3_kl = {short(f.worst_k3_kl)} and mean "
+            f"|Δ log p| = {short(f.worst_abs_log_ratio)}: above healthy dense bf16, below the alarms "
             "of rule large."
         ),
     ),
@@ -144,7 +144,7 @@ RULES: tuple[Rule, ...] = (
         "reweight, don't reject: no ratio-band (geometric) rejection",
         lambda f: f.systematic_bias,
         lambda f, d: (
-            f"The mismatch is a systematic shift, not noise: |kl| = {fmt(abs(f.kl or 0.0))} is "
+            f"The mismatch is a systematic shift, not noise: |kl| = {short(abs(f.kl or 0.0))} is "
             f"{pct(f.bias_share, 0)} of mean |Δ log p| (the rollout engine is "
             f"{_over_under(f)}-confident, as with fp8 rollouts). Every sequence is shifted alike, "
             "so ratio-band rejection would discard almost all of them: reweight with token IS."
@@ -157,7 +157,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.catastrophic,
         lambda f, d: (
             f"Catastrophic tokens present: {pct(f.catastrophic_fraction)} of valid tokens have "
-            f"π_train/π_rollout < {fmt(f.veto_threshold)}, in {pct(f.veto_fraction)} of sequences. "
+            f"π_train/π_rollout < {short(f.veto_threshold)}, in {pct(f.veto_fraction)} of sequences. "
             "The trainer finds such a token nearly impossible, so the rest of its sequence is "
             f"off-policy too: reject the sequence with a max criterion ({_max_criterion(d)})."
         ),
@@ -169,10 +169,10 @@ RULES: tuple[Rule, ...] = (
         "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
         lambda f: f.drifting,
         lambda f, d: (
-            f"The mismatch grows ×{fmt(f.trend.growth if f.trend else None)} over "
+            f"The mismatch grows ×{short(f.trend.growth if f.trend else None)} over "
             f"{f.trend.steps if f.trend else 0} steps (k3_kl "
-            f"{fmt(f.trend.first if f.trend else None)} → "
-            f"{fmt(f.trend.recent if f.trend else None)}). Geometric-mean rejection is a safety "
+            f"{short(f.trend.first if f.trend else None)} → "
+            f"{short(f.trend.recent if f.trend else None)}). Geometric-mean rejection is a safety "
             "valve: it rejects few sequences now and more as the mismatch grows."
         ),
     ),
@@ -182,7 +182,7 @@ RULES: tuple[Rule, ...] = (
         "a note: re-check on later steps",
         lambda f: f.growing and not f.drifting,
         lambda f, d: (
-            f"The mismatch is still small but grows ×{fmt(f.trend.growth if f.trend else None)} "
+            f"The mismatch is still small but grows ×{short(f.trend.growth if f.trend else None)} "
             "over the steps: re-run rcdiag on later steps."
         ),
     ),
@@ -353,7 +353,7 @@ def expected_text(expected: Mapping[str, Any] | None) -> str:
     if expected.get("weight_mass_removed") is not None:
         parts.append(f"truncates {pct(expected.get('weight_mass_removed'))} of the IS weight mass")
     if expected.get("ess") is not None:
-        parts.append(f"ESS {fmt(expected.get('ess'), 3)}")
+        parts.append(f"ESS {short(expected.get('ess'), 3)}")
     return "On this dump it " + ", ".join(parts) + "."
 
 
@@ -371,7 +371,7 @@ def _avoid(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, An
             groups.append(
                 {
                     "reason": "sequence-level ratios explode on this dump (rule seq_explodes): "
-                    f"ESS_seq = {fmt(f.ess_seq)}, χ²_seq = {fmt(f.chi2_seq)}",
+                    f"ESS_seq = {short(f.ess_seq)}, χ²_seq = {short(f.chi2_seq)}",
                     "presets": [_kept(entries, n) for n in names],
                 }
             )
@@ -557,7 +557,7 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
         choices, notes = _corrected_choices(entries, f, dialect, fired)
     if f.drifting and f.trend is not None:
         notes.append(
-            f"The mismatch grows ×{fmt(f.trend.growth)} from step {f.trend.first_step} to step "
+            f"The mismatch grows ×{short(f.trend.growth)} from step {f.trend.first_step} to step "
             f"{f.trend.last_step}. A correction treats the symptom: find what changes over "
             "training (weight sync between trainer and rollout engine, engine precision or "
             "kernels, a policy drifting toward low-probability tokens)."

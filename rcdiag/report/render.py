@@ -24,12 +24,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from rcdiag.formatting import count, pct, short
 from rcdiag.io.writer import atomic_write
 from rcdiag.report.figures import Chart, all_charts
 from rcdiag.report.findings import LIMITS
 from rcdiag.report.recommend import recommend, rule_table
-from rcdiag.report.text import count, fmt, pct
 from rcdiag.report.verdict import verdict
+from rcdiag.results import json_safe
 
 TEMPLATES = Path(str(importlib.resources.files("rcdiag.templates")))
 STATUS_WORDS = {"healthy": "Healthy", "watch": "Watch", "act": "Act"}
@@ -144,20 +145,10 @@ def json_for_script(value: Any) -> Markup:
         >>> str(json_for_script({"a": "</script><b>&", "n": float("nan")}))
         '{"a":"\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026","n":null}'
     """
-    text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    text = json.dumps(json_safe(value), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return Markup(text)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 @cache
@@ -171,7 +162,7 @@ def _environment() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["fmt"] = fmt
+    env.filters["fmt"] = short
     env.filters["pct"] = pct
     env.filters["count"] = count
     return env
@@ -256,7 +247,7 @@ def _key_metrics(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         if metric not in overall:
             continue
         value = overall.get(metric)
-        shown = pct(value) if metric in SHARES else fmt(value, 3)
+        shown = pct(value) if metric in SHARES else short(value, 3)
         note = ranges
         if metric == "rcdiag/response_length_mean":
             shown = count(value)
@@ -279,7 +270,7 @@ def _summary_cells(summary: Mapping[str, Any] | None) -> list[str]:
     cells = []
     for key, _ in SUMMARY_COLUMNS:
         value = summary.get(key)
-        cells.append(pct(value) if key in SHARE_FIGURES else fmt(value, 3))
+        cells.append(pct(value) if key in SHARE_FIGURES else short(value, 3))
     return cells
 
 
@@ -291,7 +282,7 @@ def _choice_view(choice: Mapping[str, Any]) -> dict[str, Any]:
         figures = [
             ("tokens kept", pct(expected.get("kept_token_share"))),
             ("sequences rejected", pct(None if kept_rows is None else 1.0 - kept_rows)),
-            ("ESS", fmt(expected.get("ess"), 3)),
+            ("ESS", short(expected.get("ess"), 3)),
             ("IS mass truncated", pct(expected.get("weight_mass_removed"))),
         ]
     return {**choice, "figures": figures}
@@ -347,7 +338,7 @@ def _ratio(log_ratio: float | None) -> str:
     """ρ = e^ℓ of the worst token, readable from 1e-7 to 1e7."""
     if log_ratio is None:
         return "–"
-    return fmt(math.exp(max(-700.0, min(700.0, float(log_ratio)))), 3)
+    return short(math.exp(max(-700.0, min(700.0, float(log_ratio)))), 3)
 
 
 def _short_path(path: str | None, root: str) -> str | None:

@@ -15,7 +15,6 @@ The document is a superset of the ``rcdiag analyze`` JSON (contract §4: ``sourc
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,14 @@ from rcdiag.metrics.profile import DEFAULT_TOP_K, MismatchProfile
 from rcdiag.report.candidates import candidate_sweeps, preset_configs
 from rcdiag.report.recommend import recommend
 from rcdiag.report.verdict import verdict
-from rcdiag.results import SCHEMA_VERSION, DumpSpec, Progress, analysis_document, stream
+from rcdiag.results import (
+    SCHEMA_VERSION,
+    DumpSpec,
+    Progress,
+    analysis_document,
+    json_safe,
+    stream,
+)
 
 ANALYZE_KEYS: tuple[str, ...] = (
     "schema_version",
@@ -61,17 +67,6 @@ class ReportOptions:
     @property
     def analyze(self) -> AnalyzeOptions:
         return AnalyzeOptions(dialect=self.dialect, veto_threshold=self.veto_threshold)
-
-
-def finite(value: Any) -> Any:
-    """NaN and ±inf become None, recursively (contract §4: NaN is written as null)."""
-    if isinstance(value, float):
-        return value + 0.0 if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 def _preset_entry(comparison: PresetComparison, named: NamedConfig, purpose: str) -> dict[str, Any]:
@@ -132,7 +127,7 @@ def build_report_document(
         ],
         "profile": profile.result(),
     }
-    return complete(finite(document))
+    return complete(json_safe(document))
 
 
 def complete(document: dict[str, Any]) -> dict[str, Any]:

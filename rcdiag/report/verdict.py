@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rcdiag.formatting import count, pct, short
 from rcdiag.report.findings import LIMITS, Findings, findings
-from rcdiag.report.text import count, fmt, pct
 
 Status = Literal["healthy", "watch", "act"]
 _RANK: dict[str, int] = {"healthy": 0, "watch": 1, "act": 2}
@@ -138,9 +138,9 @@ def _drift_headline(f: Findings) -> str:
     t = f.trend
     assert t is not None
     return (
-        f"the mismatch grows ×{fmt(t.growth)} over {t.steps} steps: k3_kl {fmt(t.first)} in the "
-        f"first steps → {fmt(t.recent)} in the last ones, past the dense-bf16 range "
-        f"(≤ {fmt(LIMITS['trend_gate_k3_kl'])})"
+        f"the mismatch grows ×{short(t.growth)} over {t.steps} steps: k3_kl {short(t.first)} in the "
+        f"first steps → {short(t.recent)} in the last ones, past the dense-bf16 range "
+        f"(≤ {short(LIMITS['trend_gate_k3_kl'])})"
     )
 
 
@@ -148,15 +148,15 @@ def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
     t = f.trend
     assert t is not None
     return [
-        ("rollout_corr/k3_kl", t.recent, f"last steps (first steps: {fmt(t.first)})"),
+        ("rollout_corr/k3_kl", t.recent, f"last steps (first steps: {short(t.first)})"),
         ("rcdiag/abs_log_ratio_mean", t.recent_abs_log_ratio, "last steps"),
     ]
 
 
 def _large_headline(f: Findings) -> str:
-    kl = f", and kl = {fmt(f.kl)} (verl flags |kl| > 0.1)" if abs(f.kl or 0.0) > 0.1 else ""
+    kl = f", and kl = {short(f.kl)} (verl flags |kl| > 0.1)" if abs(f.kl or 0.0) > 0.1 else ""
     return (
-        f"rollout and training disagree strongly: mean |Δ log p| = {fmt(f.worst_abs_log_ratio)} "
+        f"rollout and training disagree strongly: mean |Δ log p| = {short(f.worst_abs_log_ratio)} "
         f"(slime's gate is 0.1; healthy bf16 ≈ 0.01, fp8 rollouts ≈ 0.27){kl}"
     )
 
@@ -164,9 +164,9 @@ def _large_headline(f: Findings) -> str:
 def _seq_headline(f: Findings) -> str:
     tokens = "tokens agree well enough" if f.size == "tiny" else "the per-token mismatch compounds"
     return (
-        f"{tokens} (k3_kl = {fmt(f.k3_kl)}), but over responses of ~{count(f.length_mean)} "
-        f"tokens the sequence ratios explode: χ²_seq = {fmt(f.chi2_seq)}, "
-        f"ESS_seq = {fmt(f.ess_seq)}"
+        f"{tokens} (k3_kl = {short(f.k3_kl)}), but over responses of ~{count(f.length_mean)} "
+        f"tokens the sequence ratios explode: χ²_seq = {short(f.chi2_seq)}, "
+        f"ESS_seq = {short(f.ess_seq)}"
     )
 
 
@@ -181,7 +181,7 @@ SIGNALS: tuple[Signal, ...] = (
         lambda f: f.catastrophic_severe,
         lambda f: (
             f"{pct(f.veto_fraction)} of sequences hold a catastrophic token "
-            f"(π_train/π_rollout < {fmt(f.veto_threshold)}; verl's alarm is 10%)"
+            f"(π_train/π_rollout < {short(f.veto_threshold)}; verl's alarm is 10%)"
         ),
         lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
     ),
@@ -207,8 +207,8 @@ SIGNALS: tuple[Signal, ...] = (
         "watch",
         lambda f: f.size == "moderate",
         lambda f: (
-            f"the mismatch is above the healthy bf16 level: k3_kl = {fmt(f.worst_k3_kl)}, mean "
-            f"|Δ log p| = {fmt(f.worst_abs_log_ratio)}"
+            f"the mismatch is above the healthy bf16 level: k3_kl = {short(f.worst_k3_kl)}, mean "
+            f"|Δ log p| = {short(f.worst_abs_log_ratio)}"
         ),
         lambda f: [_k3(f), _abs(f)],
     ),
@@ -217,7 +217,7 @@ SIGNALS: tuple[Signal, ...] = (
         "watch",
         lambda f: f.growing and not f.drifting,
         lambda f: (
-            f"the mismatch is small but grows ×{fmt(f.trend.growth if f.trend else None)} over "
+            f"the mismatch is small but grows ×{short(f.trend.growth if f.trend else None)} over "
             f"the steps"
         ),
         lambda f: [_k3(f), _abs(f)],
@@ -243,7 +243,7 @@ def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
         "label": scale.label,
         "caption": caption,
         "value": shown,
-        "display": fmt(shown) if not metric.endswith("fraction") else pct(shown),
+        "display": short(shown) if not metric.endswith("fraction") else pct(shown),
         "status": band.status if band else None,
         "band": band.label if band else None,
         "source": scale.source,
@@ -287,7 +287,7 @@ def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
         headline = lead.headline(f)
         deciding = lead.deciding(f)
     else:
-        headline = HEALTHY_HEADLINE.format(k3=fmt(f.k3_kl), abs=fmt(f.abs_log_ratio))
+        headline = HEALTHY_HEADLINE.format(k3=short(f.k3_kl), abs=short(f.abs_log_ratio))
         deciding = [_k3(f), _abs(f)]
     return {
         "status": status,
