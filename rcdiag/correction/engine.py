@@ -295,8 +295,12 @@ class Importance(Component):
 
     def weights(self, view: TokenView) -> Weights:
         """R and W before batch normalisation (spec §3 steps 1–2)."""
-        key = ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
-        return view.memo(key, lambda: self._weights(view))
+        return view.memo(self.weights_key, lambda: self._weights(view))
+
+    @property
+    def weights_key(self) -> tuple[Any, ...]:
+        """What the weights depend on (not the dialect nor batch normalisation)."""
+        return ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
 
     def _weights(self, view: TokenView) -> Weights:
         plan = self.plan
@@ -590,16 +594,31 @@ def plan_components(plan: CorrectionPlan) -> tuple[Component, ...]:
     return tuple(parts)
 
 
+def _rejection_key(plan: CorrectionPlan) -> tuple[Any, ...]:
+    return (plan.criteria, plan.legacy_rejection, plan.veto_threshold)
+
+
+def rejects(plan: CorrectionPlan) -> bool:
+    """Whether the configuration can reject tokens at all."""
+    return (
+        bool(plan.criteria) or plan.legacy_rejection is not None or plan.veto_threshold is not None
+    )
+
+
 def plan_keep(view: TokenView, plan: CorrectionPlan) -> Bool:
     """The combined keep mask: every criterion (and, legacy, RS × veto) must keep a position."""
-    keep = np.ones(view.mask.size, dtype=bool)
-    for criterion in plan.criteria:
-        keep &= Rejection(criterion).judge(view).keep
-    if plan.legacy_rejection is not None:
-        keep &= LegacyRejectionRule(plan.legacy_rejection).judge(view).keep
-    if plan.veto_threshold is not None:
-        keep &= Veto(plan.veto_threshold).keep(view)
-    return keep
+
+    def combine() -> Bool:
+        keep = np.ones(view.mask.size, dtype=bool)
+        for criterion in plan.criteria:
+            keep &= Rejection(criterion).judge(view).keep
+        if plan.legacy_rejection is not None:
+            keep &= LegacyRejectionRule(plan.legacy_rejection).judge(view).keep
+        if plan.veto_threshold is not None:
+            keep &= Veto(plan.veto_threshold).keep(view)
+        return keep
+
+    return view.memo(("keep", _rejection_key(plan)), combine)
 
 
 @dataclass(frozen=True)
@@ -607,6 +626,7 @@ class Outcome(Component):
     """What a whole configuration does: combined rejection and the weights that survive it.
 
     Feeds verl's overall ``rollout_rs_masked_fraction`` (latest dialect) and rcdiag's summary.
+    Configurations sharing their rejection rules, or their weights, share those per-batch passes.
     """
 
     plan: CorrectionPlan
@@ -623,25 +643,48 @@ class Outcome(Component):
     }
 
     def row_stats(self, view: TokenView) -> RowStats:
-        keep = plan_keep(view, self.plan) & view.mask
-        kept = segment_sum(keep, view.offsets)
-        rejected = view.n - kept
-        if self.plan.importance is not None:
-            weights = Importance(self.plan.importance, self.plan.dialect).weights(view)
-            raw, applied = weights.raw, weights.applied
+        plan = self.plan
+        if rejects(plan):
+            keep = plan_keep(view, plan) & view.mask
+            kept = view.memo(
+                ("kept", _rejection_key(plan)), lambda: segment_sum(keep, view.offsets)
+            )
         else:
-            raw = applied = keep.astype(np.float64)
-        kept_applied = np.where(keep, applied, 0.0)
-        return {
+            keep, kept = view.mask, view.n
+        rejected = view.n - kept
+        stats: RowStats = {
             "rejected": rejected,
             "rejected_rows": (rejected > 0).astype(np.float64),
             "fully_rejected_rows": ((rejected == view.n) & view.nonempty).astype(np.float64),
             "kept": kept,
-            "kept_raw": segment_sum(np.where(keep, raw, 0.0), view.offsets),
-            "kept_applied": segment_sum(kept_applied, view.offsets),
-            "kept_applied_sq": segment_sum(kept_applied * kept_applied, view.offsets),
-            "kept_applied_max": segment_max(np.where(keep, applied, -np.inf), view.offsets),
         }
+        if plan.importance is None:  # every kept token has weight 1
+            stats.update(
+                kept_raw=kept,
+                kept_applied=kept,
+                kept_applied_sq=kept,
+                kept_applied_max=np.where(kept > 0, 1.0, -np.inf),
+            )
+            return stats
+        importance = Importance(plan.importance, plan.dialect)
+        weights = importance.weights(view)
+
+        def kept_sums() -> dict[str, F64]:
+            # raw and applied weights are already 0 at invalid positions
+            raw = np.where(keep, weights.raw, 0.0) if rejects(plan) else weights.raw
+            applied = np.where(keep, weights.applied, 0.0) if rejects(plan) else weights.applied
+            return {
+                "kept_raw": segment_sum(raw, view.offsets),
+                "kept_applied": segment_sum(applied, view.offsets),
+                "kept_applied_sq": segment_sum(applied * applied, view.offsets),
+                "kept_applied_max": segment_max(
+                    np.where(keep, weights.applied, -np.inf), view.offsets
+                ),
+            }
+
+        key = ("kept_sums", importance.weights_key, _rejection_key(plan) if rejects(plan) else None)
+        stats.update(view.memo(key, kept_sums))
+        return stats
 
     def metrics(self, get: Getter) -> Metrics:
         if not self.plan.criteria:
