@@ -140,7 +140,11 @@ def analysis_document(
     }
 
 
-def _configuration_result(comparison: PresetComparison, named: NamedConfig) -> dict[str, Any]:
+def configuration_result(
+    comparison: PresetComparison, named: NamedConfig, per_step_metrics: bool = True
+) -> dict[str, Any]:
+    """One entry of a compare-presets document's ``presets`` (contract §4); without
+    ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller documents)."""
     steps = comparison.steps()
     step_summaries = [(s, comparison.summary(named.name, s)) for s in steps]
     summary: dict[str, Any] = dict(comparison.summary(named.name))
@@ -155,6 +159,8 @@ def _configuration_result(comparison: PresetComparison, named: NamedConfig) -> d
         "summary": summary,
         "steps": [
             {"step": s, "metrics": comparison.metrics(named.name, s), "summary": fig}
+            if per_step_metrics
+            else {"step": s, "summary": fig}
             for s, fig in step_summaries
         ],
     }
@@ -189,7 +195,7 @@ def comparison_document(
     document: dict[str, Any] = {
         **header(dialect),
         "source": source,
-        "presets": [_configuration_result(comparison, c) for c in configs],
+        "presets": [configuration_result(comparison, c) for c in configs],
     }
     if sweep is not None:
         document["sweep"] = {

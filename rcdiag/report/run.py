@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
-from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
+from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from rcdiag.errors import UsageError
@@ -33,6 +33,7 @@ from rcdiag.results import (
     DumpSpec,
     Progress,
     analysis_document,
+    configuration_result,
     json_safe,
     stream,
 )
@@ -70,20 +71,8 @@ class ReportOptions:
 
 
 def _preset_entry(comparison: PresetComparison, named: NamedConfig, purpose: str) -> dict[str, Any]:
-    step_summaries = [(s, comparison.summary(named.name, s)) for s in comparison.steps()]
-    summary: dict[str, Any] = dict(comparison.summary(named.name))
-    summary["worst_steps"] = worst_steps(step_summaries)
-    summary["fully_rejected_steps"] = [
-        s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
-    ]
-    return {
-        "name": named.name,
-        "purpose": purpose,
-        "config": dict(named.config),
-        "overall": comparison.metrics(named.name),
-        "summary": summary,
-        "steps": [{"step": s, "summary": fig} for s, fig in step_summaries],
-    }
+    entry = configuration_result(comparison, named, per_step_metrics=False)
+    return {"name": entry.pop("name"), "purpose": purpose, **entry}
 
 
 def build_report_document(
