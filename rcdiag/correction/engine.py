@@ -246,7 +246,8 @@ def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
     else:
         high, low = get("high") / rows, get("low") / rows
         top = math.exp(min(get("max"), SAFETY_BOUND))
-        bottom = math.exp(get("min")) if get("min") > -745.2 else 0.0  # unclamped: may underflow
+        with np.errstate(over="ignore", under="ignore"):  # unclamped: may be 0 or inf, as in verl
+            bottom = float(np.exp(get("min")))
     return {
         f"{prefix}mean": get("sum") / pooled,
         f"{prefix}max": top,

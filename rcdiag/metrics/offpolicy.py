@@ -123,7 +123,13 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
 
     Every token function used below is 0 at ℓ = 0, so invalid positions (where ℓ was set to 0) add
     nothing to the token sums; the ones that are not (weights, band and veto counts) are masked.
+    Overflows give +inf (e.g. k3 of ℓ > 709), as verl's float64 arithmetic does.
     """
+    with np.errstate(over="ignore"):
+        return _row_statistics(batch, log_ratio, veto_threshold)
+
+
+def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
     offsets, mask = batch.offsets, batch.mask
     ell = log_ratio
     n = segment_sum(mask, offsets)

@@ -185,11 +185,12 @@ class MismatchProfile:
         if rows == 0:
             return
         offsets, mask = batch.offsets, batch.mask
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # k3 of a huge ℓ is +inf, as in verl
             full = np.where(mask, batch.raw_log_ratio, 0.0)
-            ell = full[mask]
-            abs_ell = np.abs(ell)
-            k3 = np.expm1(ell) - ell
+            k3_full = np.expm1(full) - full  # 0 where invalid, since ℓ = 0 there
+        ell = full[mask]
+        abs_ell = np.abs(ell)
+        k3 = k3_full[mask]
         self.valid_tokens += int(ell.size)
         self.token_histogram += np.bincount(
             signed_log_bin(ell), minlength=self.token_histogram.size
@@ -205,7 +206,7 @@ class MismatchProfile:
         seq_sum = segment_sum(full, offsets)
         abs_full = np.abs(full)
         row_abs_sum = segment_sum(abs_full, offsets)
-        row_k3 = segment_sum(np.where(mask, np.expm1(full) - full, 0.0), offsets)
+        row_k3 = segment_sum(k3_full, offsets)
         row_abs_max = segment_max(abs_full, offsets, empty=0.0)
         nonempty = n > 0
         self.empty_rows += int(rows - nonempty.sum())
