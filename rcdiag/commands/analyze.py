@@ -132,7 +132,7 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> d
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
         document = analyze_dump(spec, options, advance)
-    warn_about_input(document)
+    warn_about_input(document, quiet)
     return document
 
 
@@ -148,12 +148,14 @@ def run_report_with_progress(
         full = build_report_document(spec, report_options, advance)
     write_html(html, full)
     document = analyze_part(full)
-    warn_about_input(document)
+    warn_about_input(document, quiet)
     return document
 
 
-def warn_about_input(document: dict[str, Any]) -> None:
+def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
     """Warnings about steps without valid tokens and about tokens --drop-nonfinite masked."""
+    if quiet:
+        return
     for s in empty_steps(document):
         stderr.print(
             f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "

@@ -76,7 +76,7 @@ def analyze_with_bootstrap(
     with progress_bar(quiet) as advance:
         reader = stream(spec, consumers, advance)
     document = analysis_document(spec, reader, analysis)
-    warn_about_input(document)
+    warn_about_input(document, quiet)
     return document, boot.replicate_metrics(options.legacy_veto), comparison, reader
 
 

@@ -186,7 +186,7 @@ def read_once(
         with progress_bar(quiet) as advance:
             reader = stream(spec, consumers, advance)
         analysis = analysis_document(spec, reader, only)
-        warn_about_input(analysis)
+        warn_about_input(analysis, quiet)
     presets: dict[str, Any] = {}
     if comparison is not None:
         document = comparison_document(spec, reader, comparison, options.dialect, configs)
