@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -95,6 +99,15 @@ DropNonfinite = Annotated[
         help="Mask NaN/±inf at valid positions (and count them) instead of failing.",
     ),
 ]
+VetoOption = Annotated[
+    float | None,
+    typer.Option(
+        "--veto-threshold",
+        help="τ: a valid token with π_train/π_rollout < τ is catastrophic (rcdiag's default "
+        "1e-4; in the legacy dialect it also enables verl's veto metrics).",
+    ),
+]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
 StepOption = Annotated[
     list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
 ]
@@ -113,20 +126,75 @@ def parse_dialect(value: str | None) -> Dialect | None:
     return value  # type: ignore[return-value]
 
 
-def dump_spec(
-    paths: list[str],
-    rollout_col: str | None,
-    training_col: str | None,
-    mask_col: str | None,
-    step_col: str | None,
-    drop_nonfinite: bool,
-    step: list[int] | None,
-    steps: str | None,
-) -> DumpSpec:
-    """The dump options every reading command shares."""
-    return DumpSpec(
-        paths=paths,
-        columns=ColumnNames(rollout_col, training_col, mask_col, step_col),
-        drop_nonfinite=drop_nonfinite,
-        selection=StepSelection.parse(step or (), steps),
+@dataclass(frozen=True)
+class DumpOptions:
+    """The options of every command that reads a dump, as given (checked by :meth:`spec`)."""
+
+    step: list[int] | None = None
+    steps: str | None = None
+    rollout_col: str | None = None
+    training_col: str | None = None
+    mask_col: str | None = None
+    step_col: str | None = None
+    drop_nonfinite: bool = False
+
+    def spec(self, paths: list[str]) -> DumpSpec:
+        """Where and how to read the dump.
+
+        Raises:
+            UsageError: a malformed ``--steps``.
+        """
+        return DumpSpec(
+            paths=paths,
+            columns=ColumnNames(self.rollout_col, self.training_col, self.mask_col, self.step_col),
+            drop_nonfinite=self.drop_nonfinite,
+            selection=StepSelection.parse(self.step or (), self.steps),
+        )
+
+
+ALL_STEPS = DumpOptions()
+"""The default: every step, default column names, non-finite values are errors."""
+
+_DUMP_OPTION_TYPES: dict[str, Any] = {
+    "step": StepOption,
+    "steps": StepsOption,
+    "rollout_col": RolloutCol,
+    "training_col": TrainingCol,
+    "mask_col": MaskCol,
+    "step_col": StepCol,
+    "drop_nonfinite": DropNonfinite,
+}
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def reads_dump(command: Command) -> Command:
+    """Give a typer command the options every dump-reading command shares (``--step``,
+    ``--steps``, the column names, ``--drop-nonfinite``), handed over as ``dump_options``.
+
+    typer builds a command's options from its signature; this one declares them once for all.
+    They are listed before ``--quiet`` and ``--debug`` in the help.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "dump_options"]
+    last = [p for p in own if p.name in ("quiet", "debug")]
+    shared = [
+        inspect.Parameter(
+            field.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=field.default,
+            annotation=_DUMP_OPTION_TYPES[field.name],
+        )
+        for field in dataclasses.fields(DumpOptions)
+    ]
+
+    @functools.wraps(command)
+    def with_dump_options(**kwargs: Any) -> None:
+        given = {field.name: kwargs.pop(field.name) for field in dataclasses.fields(DumpOptions)}
+        command(**kwargs, dump_options=DumpOptions(**given))
+
+    parameters = [*(p for p in own if p not in last), *shared, *last]
+    with_dump_options.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters
     )
+    return cast(Command, with_dump_options)

@@ -14,20 +14,17 @@ from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.commands._common import (
+    ALL_STEPS,
     DebugOption,
     DialectOption,
-    DropNonfinite,
+    DumpOptions,
     JsonOption,
-    MaskCol,
     PathsArgument,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    QuietOption,
+    VetoOption,
     cli_errors,
-    dump_spec,
     parse_dialect,
+    reads_dump,
     stderr,
     stdout,
     write_json,
@@ -55,25 +52,12 @@ STEP_COLUMNS: dict[str, str] = {
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
+@reads_dump
 def analyze(
     paths: PathsArgument,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
-    veto_threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--veto-threshold",
-            help="τ: a valid token with π_train/π_rollout < τ is catastrophic (rcdiag default 1e-4; "
-            "in the legacy dialect also enables verl's veto metrics).",
-        ),
-    ] = None,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
+    veto_threshold: VetoOption = None,
     html: Annotated[
         Path | None,
         typer.Option(
@@ -82,17 +66,16 @@ def analyze(
             "preset comparison and profile it needs are computed in the same pass.",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    quiet: QuietOption = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
-        spec = dump_spec(
-            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
-        )
+        spec = dump_options.spec(paths)
         if html is None:
             document = run_with_progress(spec, options, quiet)
         else:

@@ -20,19 +20,16 @@ from rcdiag.checks.bootstrap import (
 )
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
 from rcdiag.commands._common import (
+    ALL_STEPS,
     DebugOption,
     DialectOption,
-    DropNonfinite,
-    MaskCol,
+    DumpOptions,
     PathsArgument,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    QuietOption,
+    VetoOption,
     cli_errors,
-    dump_spec,
     parse_dialect,
+    reads_dump,
     stderr,
     stdout,
     write_json,
@@ -46,14 +43,6 @@ from rcdiag.io.reader import DumpReader
 from rcdiag.io.writer import atomic_write
 from rcdiag.metrics.ragged import F64
 from rcdiag.results import DumpSpec, analysis_document, stream
-
-VetoOption = Annotated[
-    float | None,
-    typer.Option(
-        "--veto-threshold",
-        help="τ: a valid token with π_train/π_rollout < τ is catastrophic (default 1e-4).",
-    ),
-]
 
 
 def analyze_with_bootstrap(
@@ -92,6 +81,7 @@ def write_output(path: Path, content: dict[str, Any] | str) -> None:
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
+@reads_dump
 def baseline(
     paths: PathsArgument,
     output: Annotated[
@@ -105,15 +95,9 @@ def baseline(
     ] = DEFAULT_REPLICATES,
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    quiet: QuietOption = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Store a reference dump's metrics and bootstrap replicates for `rcdiag check --baseline`."""
     with cli_errors(debug):
@@ -124,9 +108,7 @@ def baseline(
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
-        spec = dump_spec(
-            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
-        )
+        spec = dump_options.spec(paths)
         analysis, reps, _, _ = analyze_with_bootstrap(
             spec, options, seed=seed, replicates=replicates, stream_id=BASELINE_STREAM, quiet=quiet
         )

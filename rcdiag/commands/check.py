@@ -31,26 +31,22 @@ from rcdiag.checks.rules import (
     validate_rules,
 )
 from rcdiag.commands._common import (
+    ALL_STEPS,
     EXIT_CHECKS_FAILED,
     DebugOption,
     DialectOption,
-    DropNonfinite,
+    DumpOptions,
     JsonOption,
-    MaskCol,
     PathsArgument,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    VetoOption,
     cli_errors,
-    dump_spec,
     parse_dialect,
+    reads_dump,
     stderr,
     stdout,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
-from rcdiag.commands.baseline import VetoOption, analyze_with_bootstrap, write_output
+from rcdiag.commands.baseline import analyze_with_bootstrap, write_output
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.presets import PRESETS
@@ -194,6 +190,7 @@ def read_once(
     return analysis, presets, replicates
 
 
+@reads_dump
 def check(
     paths: PathsArgument,
     rules_file: Annotated[
@@ -265,17 +262,11 @@ def check(
     json_path: JsonOption = None,
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing but errors and the verdict.")
     ] = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Evaluate CI rules on a dump: exit 0 when they hold, 1 when a rule fails, 2 on bad input.
 
@@ -306,9 +297,7 @@ def check(
                 "(write METRIC.overall <= baseline, or add --with-defaults)."
             )
 
-        spec = dump_spec(
-            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
-        )
+        spec = dump_options.spec(paths)
         analysis, presets, replicates = read_once(spec, plan, baseline, uses_baseline, quiet)
         validate_rules(
             rules,

@@ -10,20 +10,16 @@ import typer
 from rich.table import Table
 
 from rcdiag.commands._common import (
+    ALL_STEPS,
     DebugOption,
     DialectOption,
-    DropNonfinite,
+    DumpOptions,
     JsonOption,
-    MaskCol,
     PathsArgument,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    QuietOption,
     cli_errors,
-    dump_spec,
     parse_dialect,
+    reads_dump,
     stderr,
     stdout,
     write_json,
@@ -52,6 +48,7 @@ PERCENT = {
 }
 
 
+@reads_dump
 def compare_presets(
     paths: PathsArgument,
     preset: Annotated[
@@ -90,15 +87,9 @@ def compare_presets(
     ] = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    quiet: QuietOption = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Dry-run rollout-correction presets and your own configurations on a dump, in one pass."""
     with cli_errors(debug):
@@ -113,9 +104,7 @@ def compare_presets(
             planned_sweep = build_sweep(sweep, chosen, values)
             if preset is None and config is None:
                 configs = []  # a sweep alone: only its grid
-        spec = dump_spec(
-            paths, rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps
-        )
+        spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
             document = compare_dump(spec, configs, chosen, planned_sweep, advance)
         if json_path is not None:

@@ -7,17 +7,15 @@ from typing import Any
 from rich.text import Text
 
 from rcdiag.commands._common import (
+    ALL_STEPS,
     DebugOption,
     DialectOption,
-    DropNonfinite,
+    DumpOptions,
     JsonOption,
-    MaskCol,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    QuietOption,
+    VetoOption,
     cli_errors,
+    reads_dump,
     stderr,
     stdout,
     write_json,
@@ -25,9 +23,7 @@ from rcdiag.commands._common import (
 from rcdiag.commands.report import (
     FromOption,
     OptionalPaths,
-    QuietOption,
     TopOption,
-    VetoOption,
     load_or_compute,
 )
 from rcdiag.metrics.profile import DEFAULT_TOP_K
@@ -100,6 +96,7 @@ def show(document: dict[str, Any]) -> None:
         stdout.print(Text.assemble(("\nNote: ", "bold yellow"), note))
 
 
+@reads_dump
 def recommend(
     paths: OptionalPaths = None,
     from_json: FromOption = None,
@@ -107,21 +104,16 @@ def recommend(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Recommend a rollout-correction configuration for a dump: ranked choices, the reasons in
     plain words, and the verl YAML / Python preset call to paste (the same as rcdiag report)."""
     with cli_errors(debug):
-        spec_args = (rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps)
-        document = load_or_compute(paths, from_json, dialect, veto_threshold, top, spec_args, quiet)
+        document = load_or_compute(
+            paths, from_json, dialect, veto_threshold, top, dump_options, quiet
+        )
         if json_path is not None:
             write_json(json_path, document)
     if quiet:

@@ -8,24 +8,21 @@ from typing import Annotated, Any
 import typer
 
 from rcdiag.commands._common import (
+    ALL_STEPS,
     DebugOption,
     DialectOption,
-    DropNonfinite,
+    DumpOptions,
     JsonOption,
-    MaskCol,
-    RolloutCol,
-    StepCol,
-    StepOption,
-    StepsOption,
-    TrainingCol,
+    QuietOption,
+    VetoOption,
     cli_errors,
-    dump_spec,
     parse_dialect,
+    reads_dump,
     stderr,
     stdout,
     write_json,
 )
-from rcdiag.commands.analyze import progress_bar
+from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.metrics.profile import DEFAULT_TOP_K
@@ -45,17 +42,9 @@ FromOption = Annotated[
         "compare-presets --json) instead of reading a dump.",
     ),
 ]
-VetoOption = Annotated[
-    float | None,
-    typer.Option(
-        "--veto-threshold",
-        help="τ: a valid token with π_train/π_rollout < τ is catastrophic (default 1e-4).",
-    ),
-]
 TopOption = Annotated[
     int, typer.Option("--top", min=0, help="Offending sequences listed per ranking.")
 ]
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
 
 
 def load_or_compute(
@@ -64,7 +53,7 @@ def load_or_compute(
     dialect: str | None,
     veto_threshold: float | None,
     top: int,
-    spec_args: tuple[Any, ...],
+    dump_options: DumpOptions,
     quiet: bool,
 ) -> dict[str, Any]:
     """The report document: read from ``--from``, or computed from the dump in one pass."""
@@ -85,19 +74,13 @@ def load_or_compute(
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
         )
-    spec = dump_spec(paths, *spec_args)
+    spec = dump_options.spec(paths)
     options = ReportOptions(
         dialect=explicit or DEFAULT_DIALECT, veto_threshold=veto_threshold, top_k=top
     )
     with progress_bar(quiet) as advance:
         document = build_report_document(spec, options, advance)
-    if not quiet:
-        for s in document["steps"]:
-            if s["valid_tokens"] == 0:
-                stderr.print(
-                    f"[yellow]Warning:[/] step {s['step']} has no valid token: its metrics are "
-                    "null (verl would raise on this batch); the other steps are analysed."
-                )
+    warn_about_input(document, quiet)
     return document
 
 
@@ -112,6 +95,7 @@ def headline(document: dict[str, Any]) -> str:
     return f"{word}: {verdict.get('headline', '')}{advice}"
 
 
+@reads_dump
 def report(
     paths: OptionalPaths = None,
     output: Annotated[
@@ -122,23 +106,18 @@ def report(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
-    step: StepOption = None,
-    steps: StepsOption = None,
-    rollout_col: RolloutCol = None,
-    training_col: TrainingCol = None,
-    mask_col: MaskCol = None,
-    step_col: StepCol = None,
-    drop_nonfinite: DropNonfinite = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
+    dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Write a self-contained HTML report: verdict, trends, where the mismatch lives, what each
     preset would do, and the recommended verl configuration (opens offline in any browser)."""
     with cli_errors(debug):
         from rcdiag.report.render import write_html
 
-        spec_args = (rollout_col, training_col, mask_col, step_col, drop_nonfinite, step, steps)
-        document = load_or_compute(paths, from_json, dialect, veto_threshold, top, spec_args, quiet)
+        document = load_or_compute(
+            paths, from_json, dialect, veto_threshold, top, dump_options, quiet
+        )
         size = write_html(output, document)
         if json_path is not None:
             write_json(json_path, document)
