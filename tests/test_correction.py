@@ -250,6 +250,7 @@ def test_legacy_bypass_spellings() -> None:
     assert legacy["ppo_is_bypass"].config["bypass_mode"] is True
 
 
+LEGACY_RS = {"rollout_rs": "token", "rollout_rs_threshold": 2.0}
 INVALID = [
     ("latest", {"rollout_is": "geometric"}, "Invalid rollout_is 'geometric'"),
     ("latest", {"rollout_is": "token", "rollout_is_threshold": True}, "not a bool"),
@@ -302,7 +303,30 @@ INVALID = [
         "expected a positive number",
     ),
     ("legacy", {"loss_type": "reinforce"}, "unknown rollout-correction key 'loss_type'"),
-]
+    ("latest", {"rollout_rs": "token_k1", "rollout_rs_threshold": 0.5}, "lower bound exceeds"),
+    ("latest", {"rollout_rs": "token_k1,seq_sum_k1", "rollout_rs_threshold": "2,0.9"}, "exceeds"),
+    ("latest", {"loss_type": "banana"}, "Invalid loss_type 'banana'"),
+    ("latest", {"bypass_mode": "yes"}, "bypass_mode must be true or false"),
+    ("latest", {"rollout_is_batch_normalize": "false"}, "must be true or false"),
+    ("legacy", {**LEGACY_RS, "rollout_rs_threshold_lower": "abc"}, "must be a number in the legacy"),
+    ("legacy", {**LEGACY_RS, "rollout_rs_threshold_lower": -0.5}, "must be ≥ 0"),
+    ("legacy", {**LEGACY_RS, "rollout_rs_threshold": "2.0"}, "must be a number in the legacy"),
+    ("legacy", {"rollout_token_veto_threshold": True}, "must be a number in the legacy dialect"),
+]  # fmt: skip
+
+
+def test_rollout_is_is_only_checked_when_weights_are_computed() -> None:
+    # verl validates the level inside the IS computation, which a null threshold skips
+    plan = parse_config({"rollout_is": "geometric", "rollout_is_threshold": None}, "latest")
+    assert plan.importance is None
+
+
+def test_dialect_keys_count_even_when_null() -> None:
+    from rcdiag.correction.config import detect_dialect
+
+    assert detect_dialect({"rollout_is": "token", "rollout_token_veto_threshold": None}) == "legacy"
+    assert detect_dialect({"loss_type": None}) == "latest"
+    assert detect_dialect({"rollout_is": "token"}) is None
 
 
 @pytest.mark.parametrize(("dialect", "config", "match"), INVALID)

@@ -118,7 +118,7 @@ def detect_dialect(config: Mapping[str, Any]) -> Dialect | None:
     Raises:
         ConfigError: the configuration mixes keys of both dialects.
     """
-    legacy = [k for k in LEGACY_ONLY_KEYS if config.get(k) is not None]
+    legacy = [k for k in LEGACY_ONLY_KEYS if k in config]
     rs = config.get("rollout_rs")
     if isinstance(rs, str) and rs.strip() in LEGACY_RS_LEVELS:
         legacy.append(f"rollout_rs: {rs.strip()}")
@@ -164,13 +164,46 @@ def _check_keys(config: Mapping[str, Any], dialect: Dialect) -> None:
 
 
 def _positive_float(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be a number, not a bool ({value!r})")
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"Invalid numeric threshold {value!r} for {what}") from None
-    if not math.isfinite(number) or number <= 0:
+    if math.isnan(number) or number <= 0:
         raise ConfigError(f"{what} must be a positive number, got {value!r}")
     return number
+
+
+def _legacy_number(value: Any, what: str, *, allow_zero: bool = False) -> float:
+    """A SEED-era threshold: a number only (SEED's fields were floats), > 0 (or ≥ 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what} must be a number in the legacy dialect, got {value!r}")
+    number = float(value)
+    if math.isnan(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = "≥ 0" if allow_zero else "> 0"
+        raise ConfigError(f"{what} must be {bound}, got {value!r}")
+    return number
+
+
+BOOL_KEYS = (
+    "rollout_is_batch_normalize",
+    "bypass_mode",
+    "use_policy_gradient",
+    "bypass_old_logprob_for_rollout",
+    "use_pure_rollout_correction",
+)
+LOSS_TYPES = ("ppo_clip", "reinforce")
+
+
+def _check_values(config: Mapping[str, Any]) -> None:
+    for key in BOOL_KEYS:
+        if key in config and not isinstance(config[key], bool):
+            raise ConfigError(f"{key} must be true or false, got {config[key]!r}")
+    if "loss_type" in config and config["loss_type"] not in LOSS_TYPES:
+        raise ConfigError(
+            f"Invalid loss_type {config['loss_type']!r}: expected one of {', '.join(LOSS_TYPES)}"
+        )
 
 
 def parse_is_threshold(value: Any, dialect: Dialect) -> tuple[float, float, bool]:
@@ -260,9 +293,14 @@ def parse_criteria(rollout_rs: Any, threshold: Any) -> tuple[Criterion, ...]:
                 lo, hi = _positive_float(lo_text, what), _positive_float(hi_text, what)
                 if lo > hi:
                     raise ConfigError(f"{what} {item!r}: lower bound exceeds upper bound")
-            else:
+            else:  # a single x means [1/x, x]: x < 1 makes an empty band
                 hi = _positive_float(item, what)
                 lo = 1.0 / hi
+                if lo > hi:
+                    raise ConfigError(
+                        f"{what} {item!r} means the band [{lo:g}, {hi:g}]: lower bound exceeds "
+                        "upper bound (a single value must be ≥ 1)"
+                    )
         else:
             if "_" in item:
                 raise ConfigError(
@@ -280,12 +318,13 @@ def parse_config(config: Mapping[str, Any], dialect: Dialect) -> CorrectionPlan:
         ConfigError: for every configuration verl rejects (spec §6), and for unknown keys.
     """
     _check_keys(config, dialect)
+    _check_values(config)
     level = config.get("rollout_is")
-    if level is not None and level not in ("token", "sequence"):
-        raise ConfigError(f"Invalid rollout_is {level!r}: expected 'token', 'sequence' or null")
     importance = None
     threshold = config.get("rollout_is_threshold", 2.0)
-    if level is not None and threshold is not None:
+    if level is not None and threshold is not None:  # verl checks the level only here, too
+        if level not in ("token", "sequence"):
+            raise ConfigError(f"Invalid rollout_is {level!r}: expected 'token', 'sequence' or null")
         lo, hi, icepop = parse_is_threshold(threshold, dialect)
         importance = ISPlan(
             level, lo, hi, icepop, bool(config.get("rollout_is_batch_normalize", False))
@@ -304,16 +343,20 @@ def parse_config(config: Mapping[str, Any], dialect: Dialect) -> CorrectionPlan:
             )
         if rs_threshold is None:
             raise ConfigError(f"rollout_rs {rs!r} needs rollout_rs_threshold (it is null)")
-        upper = _positive_float(rs_threshold, "rollout_rs_threshold")
+        upper = _legacy_number(rs_threshold, "rollout_rs_threshold")
         lower_value = config.get("rollout_rs_threshold_lower")
-        lower = 1.0 / upper if lower_value is None else float(lower_value)
+        lower = (
+            1.0 / upper
+            if lower_value is None
+            else _legacy_number(lower_value, "rollout_rs_threshold_lower", allow_zero=True)
+        )
         legacy_rejection = LegacyRejection(rs, lower, upper)
     veto = config.get("rollout_token_veto_threshold")
-    if veto is not None and not float(veto) > 0:
-        raise ConfigError(f"rollout_token_veto_threshold must be > 0, got {veto!r}")
     return CorrectionPlan(
         dialect,
         importance,
         legacy_rejection=legacy_rejection,
-        veto_threshold=None if veto is None else float(veto),
+        veto_threshold=None
+        if veto is None
+        else _legacy_number(veto, "rollout_token_veto_threshold"),
     )

@@ -81,17 +81,29 @@ LATEST_PRESETS: tuple[Preset, ...] = (
 )
 
 
+_SEED_BASE: dict[str, Any] = {
+    "rollout_is": None,
+    "rollout_is_threshold": 2.0,
+    "rollout_is_batch_normalize": False,
+    "rollout_rs": None,
+    "rollout_rs_threshold": None,
+    "rollout_rs_threshold_lower": None,
+    "rollout_token_veto_threshold": None,
+}
+
+
 def _legacy(name: str, purpose: str, **config: Any) -> Preset:
-    base: dict[str, Any] = {
-        "rollout_is": None,
-        "rollout_is_threshold": 2.0,
-        "rollout_is_batch_normalize": False,
-        "rollout_rs": None,
-        "rollout_rs_threshold": None,
-        "rollout_rs_threshold_lower": None,
-        "rollout_token_veto_threshold": None,
-        "bypass_mode": False,
-        "use_policy_gradient": False,
+    """A PR #4070 preset, with that PR's mode fields."""
+    base = {**_SEED_BASE, "bypass_mode": False, "use_policy_gradient": False}
+    return Preset(name, purpose, {**base, **config})
+
+
+def _pr3984(name: str, purpose: str, **config: Any) -> Preset:
+    """A PR #3984 name, with that PR's mode fields (renamed in #4070)."""
+    base = {
+        **_SEED_BASE,
+        "bypass_old_logprob_for_rollout": False,
+        "use_pure_rollout_correction": False,
     }
     return Preset(name, purpose, {**base, **config})
 
@@ -103,7 +115,6 @@ LEGACY_GEO = {
 }
 SEQ_IS_RS = {"rollout_is": "sequence", "rollout_rs": "sequence", "rollout_rs_threshold": 2.0}
 LEGACY_BYPASS_PG = {"bypass_mode": True, "use_policy_gradient": True}
-# PR #3984 spelled bypass and policy gradient differently (renamed in #4070).
 PURE = {"bypass_old_logprob_for_rollout": True, "use_pure_rollout_correction": True}
 
 LEGACY_PRESETS: tuple[Preset, ...] = (
@@ -124,25 +135,25 @@ LEGACY_PRESETS: tuple[Preset, ...] = (
         "pg_rs", "policy gradient with geometric RS plus veto", **LEGACY_GEO, **LEGACY_BYPASS_PG
     ),
     _legacy("disabled", "no correction; off-policy metrics only"),
-    _legacy("token_is", "#3984 name of decoupled_token_is", rollout_is="token"),
-    _legacy("token_tis", "#3984 alias of token_is", rollout_is="token"),
-    _legacy("seq_is", "#3984 name of decoupled_seq_is", rollout_is="sequence"),
-    _legacy("seq_is_rs", "#3984 name of decoupled_seq_is_rs", **SEQ_IS_RS),
-    _legacy(
+    _pr3984("token_is", "#3984 name of decoupled_token_is", rollout_is="token"),
+    _pr3984("token_tis", "#3984 alias of token_is", rollout_is="token"),
+    _pr3984("seq_is", "#3984 name of decoupled_seq_is", rollout_is="sequence"),
+    _pr3984("seq_is_rs", "#3984 name of decoupled_seq_is_rs", **SEQ_IS_RS),
+    _pr3984(
         "seq_mis",
         "sequence TIS plus sequence RS with upper bound only (ratio ≤ 2)",
         **SEQ_IS_RS,
         rollout_rs_threshold_lower=0.0,
     ),
-    _legacy("geo_rs", "#3984 name of decoupled_geo_rs", **LEGACY_GEO),
-    _legacy(
+    _pr3984("geo_rs", "#3984 name of decoupled_geo_rs", **LEGACY_GEO),
+    _pr3984(
         "geo_mis",
         "geometric RS in [0.999, 1.001] plus veto at 1e-4",
         **LEGACY_GEO,
         rollout_rs_threshold_lower=0.999,
     ),
-    _legacy("pure_is", "#3984 name of pg_is", rollout_is="sequence", **PURE),
-    _legacy("pure_rs", "#3984 name of pg_rs", **LEGACY_GEO, **PURE),
+    _pr3984("pure_is", "#3984 name of pg_is", rollout_is="sequence", **PURE),
+    _pr3984("pure_rs", "#3984 name of pg_rs", **LEGACY_GEO, **PURE),
 )
 
 PRESETS: dict[Dialect, dict[str, Preset]] = {
