@@ -18,6 +18,7 @@ from rcdiag.correction.sweep import Sweep
 from rcdiag.errors import InputError
 from rcdiag.health import evaluate
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
+from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.ragged import RaggedBatch
 
 SCHEMA_VERSION = 1
@@ -69,14 +70,13 @@ def stream(
     return reader
 
 
-def source_info(
-    dump: DumpSpec, reader: DumpReader, totals: dict[str, float], steps: int
-) -> dict[str, Any]:
-    """The ``source`` object of every result document.
+def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict[str, Any]:
+    """The ``source`` object of every result document, from the per-step row statistics.
 
     Raises:
         InputError: the dump (or the selected steps) holds no row or no valid token.
     """
+    totals = stats.total()
     where = ", ".join(str(f.path) for f in reader.files[:3]) + (
         ", …" if len(reader.files) > 3 else ""
     )
@@ -93,7 +93,8 @@ def source_info(
         "rows": int(totals["rows"]),
         "tokens": int(totals["positions"]),
         "valid_tokens": int(totals["valid_tokens"]),
-        "steps": steps,
+        "steps": len(stats.keys()),
+        "empty_steps": sorted(k for k, g in stats.groups().items() if g["valid_tokens"] == 0),
         "dropped_nonfinite": reader.dropped_nonfinite,
     }
 
@@ -120,7 +121,7 @@ def analysis_document(
 ) -> dict[str, Any]:
     """The ``rcdiag analyze`` document of an analysis that has consumed the whole dump."""
     options = analysis.options
-    source = source_info(dump, reader, analysis.totals(), len(analysis.steps()))
+    source = source_info(dump, reader, analysis.stats)
     overall = analysis.overall()
     steps = [analysis.step_result(s) for s in analysis.steps()]
     return {
@@ -191,7 +192,7 @@ def comparison_document(
     sweep: Sweep | None = None,
 ) -> dict[str, Any]:
     """The ``rcdiag compare-presets`` document of a comparison that has consumed the whole dump."""
-    source = source_info(dump, reader, comparison.base.total(), len(comparison.steps()))
+    source = source_info(dump, reader, comparison.base)
     document: dict[str, Any] = {
         **header(dialect),
         "source": source,
@@ -224,5 +225,5 @@ def json_safe(value: Any) -> Any:
 
 
 def empty_steps(document: dict[str, Any]) -> list[int]:
-    """Steps without any valid token (null metrics)."""
-    return [s["step"] for s in document["steps"] if s["valid_tokens"] == 0]
+    """Steps without any valid token (their metrics are null)."""
+    return list(document["source"].get("empty_steps", []))

@@ -338,3 +338,14 @@ def test_a_crash_is_exit_2_never_1(dumps: dict[str, Path], monkeypatch: pytest.M
     code, _, err = run("check", dumps["healthy"], "-q")
     assert code == 2
     assert "Error: internal error (RuntimeError: boom); rerun with --debug" in err
+
+
+def test_a_config_file_selects_its_dialect(dumps: dict[str, Path], tmp_path: Path) -> None:
+    geo = tmp_path / "geo.yaml"
+    geo.write_text("rollout_rs: geometric\nrollout_rs_threshold: 1.05\n")  # legacy keys
+    rule = "preset:geo/rollout_corr/rollout_rs_masked_fraction.overall <= 1"
+    code, _, stderr = run("check", dumps["healthy"], "-c", geo, "-r", rule, "-q")
+    assert code == 0, stderr
+    code, _, stderr = run("check", dumps["healthy"], "-c", geo, "-r", rule, "--dialect", "latest")
+    assert code == 2
+    assert "uses legacy-dialect keys but --dialect latest was given" in stderr

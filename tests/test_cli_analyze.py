@@ -49,6 +49,7 @@ def test_analyze_prints_summary_and_writes_contract_json(dump: Path, tmp_path: P
         "tokens": 6,
         "valid_tokens": 6,
         "steps": 1,
+        "empty_steps": [],
         "dropped_nonfinite": 0,
     }
     assert set(doc) >= {"rcdiag_version", "overall", "steps", "checks"}

@@ -162,3 +162,20 @@ def test_presets_lists_every_preset(dialect: str) -> None:
     assert code == 0
     for name in PRESETS[dialect]:  # type: ignore[index]
         assert name in stdout
+
+
+def test_a_step_without_valid_tokens_is_warned_about(tmp_path: Path) -> None:
+    import numpy as np
+
+    from rcdiag.io.writer import write_dump
+
+    lp = np.full((2, 3), -1.0)
+    write_dump(tmp_path / "step=0" / "p.parquet", lp, lp - 0.01, step=0)
+    write_dump(tmp_path / "step=1" / "p.parquet", lp, lp, np.zeros((2, 3)), step=1)
+    out = tmp_path / "o.json"
+    code, _, stderr = run("compare-presets", tmp_path, "-p", "decoupled_token_is", "--json", out)
+    assert code == 0
+    assert "step 1 has no valid token" in " ".join(stderr.split())
+    doc = json.loads(out.read_text())
+    assert doc["source"]["empty_steps"] == [1]
+    assert all(v is None for v in doc["presets"][0]["steps"][1]["metrics"].values())

@@ -48,7 +48,7 @@ from rcdiag.commands._common import (
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.commands.baseline import analyze_with_bootstrap, write_output
 from rcdiag.correction.compare import NamedConfig, PresetComparison
-from rcdiag.correction.loading import resolve_configs
+from rcdiag.correction.loading import files_dialect, read_config_file, resolve_configs
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
@@ -132,9 +132,15 @@ def make_plan(
     Raises:
         UsageError: an incompatible baseline, an unknown metric or preset.
     """
-    chosen = parse_dialect(dialect) or (
-        baseline.dialect if baseline is not None else DEFAULT_DIALECT
-    )
+    explicit = parse_dialect(dialect)
+    given, given_by = explicit, "--dialect {dialect} was given"
+    if given is None and baseline is not None:
+        given, given_by = (
+            baseline.dialect,
+            f"the baseline {baseline_path} is of the {{dialect}} dialect",
+        )
+    files = {path: read_config_file(path) for path in config_files or []}
+    chosen = files_dialect(files, given, given_by) or given or DEFAULT_DIALECT
     if veto_threshold is None and baseline is not None:
         veto_threshold = baseline.veto_threshold
     options = AnalyzeOptions(dialect=chosen, veto_threshold=veto_threshold)

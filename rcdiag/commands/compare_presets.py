@@ -24,7 +24,7 @@ from rcdiag.commands._common import (
     stdout,
     write_json,
 )
-from rcdiag.commands.analyze import progress_bar
+from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
@@ -107,6 +107,7 @@ def compare_presets(
         spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
             document = compare_dump(spec, configs, chosen, planned_sweep, advance)
+        warn_about_input(document, quiet)
         if json_path is not None:
             write_json(json_path, document)
     if quiet:

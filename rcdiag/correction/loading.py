@@ -37,6 +37,37 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return dict(document)
 
 
+def files_dialect(
+    files: Mapping[Path, Mapping[str, Any]],
+    given: Dialect | None,
+    given_by: str = "--dialect {dialect} was given",
+) -> Dialect | None:
+    """The dialect the configuration files' keys imply (None when they fit both).
+
+    Raises:
+        ConfigError: a file mixes the dialects, contradicts another file, or contradicts the
+            dialect ``given`` (``given_by`` says by what, with ``{dialect}`` in it).
+    """
+    implied: dict[Dialect, Path] = {}
+    for path, config in files.items():
+        try:
+            found = detect_dialect(config)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        if found is not None:
+            if given is not None and found != given:
+                raise ConfigError(
+                    f"{path}: uses {found}-dialect keys but " + given_by.format(dialect=given)
+                )
+            implied.setdefault(found, path)
+    if len(implied) > 1:
+        raise ConfigError(
+            f"{implied['legacy']} uses legacy-dialect keys and {implied['latest']} latest ones; "
+            "use configurations of one dialect at a time"
+        )
+    return next(iter(implied), None)
+
+
 def resolve_configs(
     presets: Sequence[str],
     config_files: Sequence[Path],
@@ -48,28 +79,7 @@ def resolve_configs(
     contradicting ``explicit`` or another file is an error. Without presets or files: every preset.
     """
     files = {path: read_config_file(path) for path in config_files}
-    implied: dict[Dialect, Path] = {}
-    for path, config in files.items():
-        try:
-            found = detect_dialect(config)
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        if found is not None:
-            if explicit is not None and found != explicit:
-                raise ConfigError(
-                    f"{path}: uses {found}-dialect keys but --dialect {explicit} was given"
-                )
-            implied.setdefault(found, path)
-    if len(implied) > 1:
-        raise ConfigError(
-            f"{implied['legacy']} uses legacy-dialect keys and {implied['latest']} latest ones; "
-            "compare configurations of one dialect at a time"
-        )
-    dialect: Dialect = DEFAULT_DIALECT
-    if explicit is not None:
-        dialect = explicit
-    elif implied:
-        dialect = next(iter(implied))
+    dialect = files_dialect(files, explicit) or explicit or DEFAULT_DIALECT
     registry = PRESETS[dialect]
     named: list[NamedConfig] = []
     for name in presets or ([] if files else list(registry)):
