@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import sys
+from typing import Annotated, Any
 
 import typer
 
+from rcdiag import __version__
 from rcdiag.commands import (
     analyze,
     baseline,
@@ -25,6 +28,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"rcdiag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
+) -> None:
+    """Diagnose the mismatch between rollout and training log-probs, as verl's Rollout
+    Correction measures it."""
+
+
 app.command(name="analyze")(analyze.analyze)
 app.command(name="compare-presets")(compare_presets.compare_presets)
 app.command(name="presets")(presets.presets)
@@ -33,6 +57,10 @@ app.command(name="recommend")(recommend.recommend)
 app.command(name="check")(check.check)
 app.command(name="baseline")(baseline.baseline)
 app.command(name="synth")(synth.synth)
+
+
+# click's ClickException, whether typer vendors click (recent versions) or builds on it (older ones)
+USAGE_ERRORS: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def _reuse_freed_memory() -> None:
@@ -52,9 +80,19 @@ def _reuse_freed_memory() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: every error, usage errors included, is one ``Error:`` line."""
     _reuse_freed_memory()
-    app()
+    try:
+        code = app(standalone_mode=False)
+    except USAGE_ERRORS as exc:
+        message = exc.format_message()
+        if message:  # empty when the help itself was shown (no arguments)
+            print(f"Error: {message} (see --help)", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("Error: aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

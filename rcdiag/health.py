@@ -101,13 +101,16 @@ def _threshold_json(rule: HealthRule) -> float | list[float]:
 
 
 def evaluate(
-    metrics: Mapping[str, float | None], rules: tuple[HealthRule, ...] = HEALTH_RULES
+    metrics: Mapping[str, float | None],
+    rules: tuple[HealthRule, ...] = HEALTH_RULES,
+    skip: tuple[str, ...] = (),
 ) -> list[dict[str, object]]:
-    """One check per rule whose metric is present and not null (contract §4 ``checks``)."""
+    """One check per rule whose metric is present, not null and not in ``skip`` (contract §4
+    ``checks``)."""
     checks: list[dict[str, object]] = []
     for rule in rules:
         value = metrics.get(rule.metric)
-        if value is None:
+        if value is None or rule.metric in skip:
             continue
         checks.append(
             {

@@ -96,6 +96,8 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict
         "steps": len(stats.keys()),
         "empty_steps": sorted(k for k, g in stats.groups().items() if g["valid_tokens"] == 0),
         "dropped_nonfinite": reader.dropped_nonfinite,
+        "positive_log_probs": reader.positive_log_probs,
+        "first_positive_log_prob": reader.first_positive,
     }
 
 
@@ -137,7 +139,11 @@ def analysis_document(
             {"step": s.step, "rows": s.rows, "valid_tokens": s.valid_tokens, "metrics": s.metrics}
             for s in steps
         ],
-        "checks": evaluate(overall),
+        "checks": evaluate(
+            overall,
+            # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
+            skip=() if options.legacy_veto else ("rollout_corr/rollout_is_veto_fraction",),
+        ),
     }
 
 

@@ -121,9 +121,11 @@ class SynthConfig:
             raise bad("bias", "a finite number ≥ −1")
         if self.tail_df is not None and not (self.tail_df > 0 and np.isfinite(self.tail_df)):
             raise bad("tail_df", "a finite number > 0 (or unset for no heavy tail)")
-        for field in ("catastrophic_rate", "hole_rate", "empty_row_rate"):
+        for field in ("catastrophic_rate", "hole_rate"):
             if not 0 <= getattr(self, field) <= 1:
                 raise bad(field, "in [0, 1]")
+        if not 0 <= self.empty_row_rate < 1:
+            raise bad("empty_row_rate", "in [0, 1) (a dump needs rows with valid tokens)")
         if self.dtype not in DTYPES:
             raise bad("dtype", f"one of {', '.join(DTYPES)}")
 

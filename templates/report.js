@@ -40,8 +40,8 @@
     var nodes = Array.prototype.slice.call(document.querySelectorAll("[data-figure]"));
     var config = {
       displaylogo: false,
-      responsive: true,
-      modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"]
+      displayModeBar: false,  // the modebar would overlap the legends above the plots
+      responsive: true
     };
     status.expected = nodes.length;
     var pending = nodes.map(function (node) {

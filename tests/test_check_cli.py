@@ -284,7 +284,7 @@ def _bad(tmp_path: Path, dumps: dict[str, Path], kind: str) -> tuple[list[object
     if kind == "analyze_as_baseline":
         out = tmp_path / "analyze.json"
         assert run("analyze", dump, "--json", out, "-q")[0] == 0
-        return [dump, "--baseline", out], "analyze.json: not an rcdiag baseline"
+        return [dump, "--baseline", out], "analyze.json: not a baseline made by `rcdiag baseline`"
     if kind == "baseline_rule_without_baseline":
         return [dump, "--rule", "rcdiag/ess_seq.overall >= baseline"], "pass --baseline FILE"
     if kind == "bad_setting":

@@ -51,6 +51,8 @@ def test_analyze_prints_summary_and_writes_contract_json(dump: Path, tmp_path: P
         "steps": 1,
         "empty_steps": [],
         "dropped_nonfinite": 0,
+        "positive_log_probs": 0,
+        "first_positive_log_prob": None,
     }
     assert set(doc) >= {"rcdiag_version", "overall", "steps", "checks"}
     assert doc["steps"][0]["step"] == 0 and doc["steps"][0]["rows"] == 3
@@ -259,6 +261,16 @@ def _bad(tmp_path: Path, kind: str) -> tuple[list[str], str]:
     if kind == "bad_steps":
         write_table(p, cols)
         return [str(p), "--steps", "a-b"], "--steps 'a-b': expected A:B"
+    if kind == "steps_reversed":
+        write_table(p, cols)
+        return [str(p), "--steps", "5:2"], "--steps '5:2': the first step is after the last one"
+    if kind == "json_is_dir":
+        write_table(p, cols)
+        return [str(p), "--json", str(tmp_path)], "is a directory; give a file name"
+    if kind == "training_missing":
+        cols["a"] = cols.pop("old_log_probs")
+        write_table(p, cols)
+        return [str(p)], "no column 'old_log_probs' or 'old_log_prob' or 'training_log_probs'"
     if kind == "bad_veto":
         write_table(p, cols)
         return [str(p), "--veto-threshold", "0"], "--veto-threshold must be > 0"
@@ -269,6 +281,7 @@ BAD_KINDS = [
     "missing", "empty_file", "not_parquet", "corrupt", "truncated", "misnamed", "ragged",
     "ragged_mask", "nan", "inf", "strings", "scalar", "float_step", "null_row", "no_rows",
     "all_masked", "empty_dir", "bad_glob", "bad_dialect", "bad_steps", "bad_veto",
+    "steps_reversed", "json_is_dir", "training_missing",
 ]  # fmt: skip
 
 
@@ -276,16 +289,46 @@ BAD_KINDS = [
 def test_bad_input_is_one_line_error_exit_2(tmp_path: Path, kind: str) -> None:
     args, fragment = _bad(tmp_path, kind)
     out = tmp_path / "out.json"
-    code, stdout, stderr = run("analyze", *args, "--json", out)
+    json_args = [] if "--json" in args else ["--json", str(out)]
+    code, stdout, stderr = run("analyze", *args, *json_args)
     assert code == 2, (stdout, stderr)
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), stderr
     assert fragment in lines[0]
     assert "Traceback" not in stderr + stdout
-    assert not out.exists(), "no output on error"
+    assert not out.exists() or out.is_dir(), "no output on error"
+    # a suggestion must never name the column the other side already reads
+    assert "did you mean 'rollout_log_probs'" not in lines[0]
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     result = runner.invoke(app, ["analyze", str(tmp_path / "nope.parquet"), "--debug"])
     assert result.exit_code != 0
     assert result.exception is not None and "no such file" in str(result.exception)
+
+
+def test_positive_log_probs_are_warned_about(tmp_path: Path) -> None:
+    columns = simple_columns()
+    columns["old_log_probs"][2][1] = 3.5  # not a log-probability
+    code, _, stderr = run("analyze", write_table(tmp_path / "d.parquet", columns))
+    assert code == 0
+    warning = " ".join(stderr.split())
+    assert "1 valid log-probs are > 0" in warning
+    assert "row 2 (step 0): column 'old_log_probs' = 3.5" in warning
+
+
+def test_legacy_veto_metrics_get_no_verdict_when_the_veto_is_off(
+    dump: Path, tmp_path: Path
+) -> None:
+    off = analyze_json(tmp_path, str(dump), "--dialect", "legacy")
+    on = analyze_json(tmp_path, str(dump), "--dialect", "legacy", "--veto-threshold", "1e-4")
+    metric = "rollout_corr/rollout_is_veto_fraction"
+    assert metric not in {c["metric"] for c in off["checks"]}
+    assert metric in {c["metric"] for c in on["checks"]}
+
+
+def test_version() -> None:
+    from rcdiag import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"rcdiag {__version__}"

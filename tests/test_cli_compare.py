@@ -127,7 +127,8 @@ def test_sort_puts_the_best_first(tmp_path: Path) -> None:
         (["--sort", "speed"], "--sort 'speed': expected one of"),
         (["--grid", "1,2"], "--grid needs --sweep"),
         (["--sweep", "seq_max_k1"], "--sweep 'seq_max_k1' is not available"),
-        (["--sweep", "token_k1", "--grid", "0_2"], "rollout_rs_threshold of token_k1"),
+        (["--sweep", "token_k1", "--grid", "0_2"], "--grid value '0_2': rollout_rs_threshold of"),
+        (["--sweep", "seq_mean_k1", "--grid", "0.5"], "--grid value '0.5'"),
         (["--dialect", "legacy", "-p", "decoupled_k3_rs"], "unknown legacy preset"),
     ],
 )

@@ -33,3 +33,23 @@ def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0
     assert len(result.stdout.strip()) > 40
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["analyze", "--jsn", "x"], "No such option: --jsn"),
+        (["analyse", "x"], "No such command 'analyse'"),
+        (["analyze"], "Missing argument 'paths'"),
+        (["report", "--top", "-1", "x.parquet"], "Invalid value for '--top'"),
+    ],
+)
+def test_usage_errors_are_one_line_from_the_console_script(args: list[str], fragment: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from rcdiag.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and fragment in lines[0], done.stderr

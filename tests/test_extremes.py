@@ -21,7 +21,10 @@ runner = CliRunner()
 def extreme_dump(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     rollout = np.array([[-1.0, -0.5, -2.0], [-0.3, -0.2, -0.1]])
     old = rollout.copy()
-    old[0, 0] += request.param  # one token with ℓ = ±800
+    if request.param > 0:  # one token with ℓ = ±800, log-probs staying ≤ 0
+        rollout[0, 0] -= request.param
+    else:
+        old[0, 0] += request.param
     return rcdiag.write_dump(tmp_path / "d.parquet", rollout, old)
 
 

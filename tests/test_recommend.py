@@ -222,6 +222,53 @@ def test_is_threshold_moves_up_only_when_truncation_removes_too_much() -> None:
     assert c == 5.0 and "more than 5%" in why
 
 
+def _ratio_phrase(text: str) -> tuple[float, float, float]:
+    found = re.search(r"×([0-9.e-]+), from ([0-9.e-]+) \(.*?\) to ([0-9.e-]+)", text)
+    assert found, text
+    return float(found[1]), float(found[2]), float(found[3])
+
+
+def test_growth_shown_is_the_ratio_of_the_numbers_shown() -> None:
+    doc = document("drift")
+    texts = [doc["verdict"]["headline"], *doc["recommendation"]["notes"], *primary(doc)["reasons"]]
+    phrases = [t for t in texts if "×" in t]
+    assert len(phrases) >= 3
+    for text in phrases:
+        ratio, first, last = _ratio_phrase(text)
+        assert ratio == pytest.approx(last / first, rel=0.01), text
+    assert not any("from step 0 to step" in t for t in texts)
+
+
+def test_k3_kl_is_labelled_and_numbers_have_one_source() -> None:
+    doc = document("heavy_tails")
+    reasons = primary(doc)["reasons"]
+    overall = doc["overall"]["rollout_corr/k3_kl"]
+    assert any(f"k3_kl = {overall:.2g} overall" in r for r in reasons)
+    removed = primary(doc)["expected"]["weight_mass_removed"]
+    c_reason = next(r for r in reasons if r.startswith("Token-level truncated IS"))
+    assert f"truncates {removed * 100:.1f}%" in c_reason
+    length = doc["overall"]["rcdiag/response_length_mean"]
+    assert any(f"mean {round(length):,} tokens" in r for r in reasons)
+
+
+def test_long_responses_cite_the_figure_that_fired() -> None:
+    doc = document("long_responses")
+    moderate = next(r["text"] for r in doc["recommendation"]["rules"] if r["id"] == "moderate")
+    assert "mean |Δ log p| = 0.024 overall, above the healthy bf16 level" in moderate
+    assert "k3_kl = 4.5e-4 overall is within the dense-bf16 range" in moderate
+    assert doc["verdict"]["headline"].startswith(
+        "The per-token mismatch is small (k3_kl = 4.5e-4 overall) but compounds over long responses"
+    )
+
+
+def test_yaml_comments_wrap_at_88_characters() -> None:
+    long = "token-level truncated IS (C = 2); " * 8
+    text = verl_yaml({"rollout_is": "token"}, long)
+    assert all(len(line) <= 88 for line in text.splitlines())
+    assert yaml.safe_load(text)["algorithm"]["rollout_correction"] == {"rollout_is": "token"}
+    assert " ".join(line[2:] for line in text.splitlines() if line.startswith("#")) == long.strip()
+
+
 # --- findings, trend and verdict edge cases -----------------------------------------------------
 
 
@@ -249,7 +296,13 @@ def test_analyze_only_results_get_a_verdict_and_default_thresholds() -> None:
     assert rec["measured"] is False
     assert rec["choices"][0]["config"]["rollout_rs"] == "seq_max_k2"
     assert rec["choices"][0]["expected"] is None
-    assert any("no preset comparison" in note for note in rec["notes"])
+    assert "no preset comparison" in rec["notes"][0]  # first: it qualifies everything else
+    assert not any("safety valve" in r for c in rec["choices"] for r in c["reasons"])
+    drifting = recommend(analyze_part(document("drift")))
+    assert "no preset comparison" in drifting["notes"][0]
+    reasons = [r for c in drifting["choices"] for r in c["reasons"]]
+    assert any(r.startswith("The mismatch grows") for r in reasons)
+    assert not any("Geometric-mean rejection" in r for r in reasons)  # not in the choice
     assert verdict(analyze)["status"] == "act"
 
 

@@ -112,6 +112,10 @@ def test_plain_analyze_json_renders_what_it_can(tmp_path: Path) -> None:
     assert "Not in these results" in html and "no &#39;profile&#39;" in html
     assert 'data-figure="trend-k3"' in html and 'data-figure="hist-token"' not in html
     assert "seq_max_k2" in html  # the rules still run, with verl's default thresholds
+    assert "no preset comparison or sweep" in err  # said on stderr, and first in "What to do"
+    what_to_do = html[html.index('id="recommendation"') :]
+    assert what_to_do.index("no preset comparison or sweep") < what_to_do.index("choice primary")
+    assert "Geometric-mean rejection is a safety valve" not in html
 
 
 def test_compare_presets_json_renders_without_a_verdict(tmp_path: Path) -> None:
@@ -265,6 +269,44 @@ def test_report_command_rejects_bad_results(tmp_path: Path) -> None:
         "report", "--from", good, "--dialect", "legacy", "-o", tmp_path / "r.html"
     )
     assert code == 2 and "latest dialect" in stderr
+
+
+def test_report_from_a_dump_or_binary_file_says_so(tmp_path: Path) -> None:
+    code, _, stderr = run("report", "--from", HEAVY, "-o", tmp_path / "r.html")
+    assert code == 2 and "internal error" not in stderr
+    assert "not a results JSON (it looks like a parquet dump: pass it without --from)" in stderr
+    binary = tmp_path / "blob.json"
+    binary.write_bytes(b"\xff\xfe\x00\x81garbage")
+    code, _, stderr = run("report", "--from", binary, "-o", tmp_path / "r.html")
+    assert code == 2 and "not a results JSON" in stderr and "internal error" not in stderr
+
+
+def test_short_help_is_a_complete_sentence() -> None:
+    import rcdiag.commands.recommend as recommend_command
+    import rcdiag.commands.report as report_command
+
+    for function in (report_command.report, recommend_command.recommend):
+        doc = function.__doc__ or ""
+        first, _, rest = doc.partition("\n")
+        assert first.endswith(".") and len(first) <= 80, first
+        assert rest.startswith("\n"), "details after a blank line"
+
+
+def test_glossary_and_chart_axes() -> None:
+    html = render_html(drift())
+    for term in ("slime&#39;s gate", "NeMo-RL gate", "TIS", "IcePop", "k1 / k2 / k3", "ESS"):
+        assert f"<dt>{term}</dt>" in html, term
+    assert "E[ρ²] − 1" in html and "Variance of the token IS weights" not in html
+    figures = {c.id: c.figure for cs in view_model(drift())["charts"].values() for c in cs}
+    for id in ("bucket-prob", "bucket-position", "bucket-length"):
+        layout = figures[id]["layout"]
+        bars = max(v for v in figures[id]["data"][0]["y"])
+        assert layout["yaxis"]["type"] == "linear" and layout["yaxis"]["range"][0] == 0
+        assert layout["yaxis"]["range"][1] > bars
+        assert "tickvals" not in layout["yaxis2"]
+    for id in ("hist-token", "hist-seq"):
+        assert figures[id]["layout"]["yaxis"]["dtick"] == 1
+    assert "displayModeBar: false" in html
 
 
 @pytest.mark.parametrize(

@@ -293,7 +293,14 @@ def test_cli_force_replaces_shards_but_not_a_directory_of_other_files(tmp_path: 
     ("args", "error"),
     [
         (["--noise", "-1"], "Error: --noise must be a finite number ≥ 0, got -1.0\n"),
-        (["--empty-row-rate", "2"], "Error: --empty-row-rate must be in [0, 1], got 2.0\n"),
+        (
+            ["--empty-row-rate", "2"],
+            "Error: --empty-row-rate must be in [0, 1) (a dump needs rows with valid tokens), got 2.0\n",
+        ),
+        (
+            ["--empty-row-rate", "1"],
+            "Error: --empty-row-rate must be in [0, 1) (a dump needs rows with valid tokens), got 1.0\n",
+        ),
         (["--scenario", "fp4"], "Error: --scenario 'fp4': expected one of "),
         (["--length-dist", "normal"], "Error: --length-dist must be one of "),
     ],

@@ -107,8 +107,8 @@ def parse_baseline(document: Any, origin: str) -> Baseline:
     version = document.get("schema_version")
     if document.get("kind") != BASELINE_KIND:
         raise UsageError(
-            f"{origin}: not an rcdiag baseline (kind {document.get('kind')!r}); "
-            "make one with `rcdiag baseline DUMP -o FILE`"
+            f"{origin}: not a baseline made by `rcdiag baseline` (make one with "
+            "`rcdiag baseline DUMP -o FILE`)"
         )
     if version != SCHEMA_VERSION:
         raise UsageError(

@@ -76,7 +76,7 @@ def from_health_rule(rule: HealthRule) -> Rule:
         upper=upper,
         absolute=rule.op == "abs>",
         severity=severity,
-        why=f"contract §5 — {rule.why}",
+        why=f"published threshold — {rule.why}",
     )
 
 

@@ -53,6 +53,12 @@ def cli_errors(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         raise typer.Exit(130) from None
+    except OSError as exc:  # an output we cannot write (a directory, no permission, disk full)
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"Error: {where}{exc.strerror or exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except (typer.Exit, typer.Abort):
         raise
     except (

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -136,18 +137,26 @@ def run_report_with_progress(
 
 
 def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
-    """Warnings about steps without valid tokens and about tokens --drop-nonfinite masked."""
+    """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
+    that cannot be log-probs."""
     if quiet:
         return
+    source = document["source"]
     for s in empty_steps(document):
         stderr.print(
             f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
             "(verl would raise on this batch); the other steps are analysed."
         )
-    if document["source"]["dropped_nonfinite"]:
+    if source["dropped_nonfinite"]:
         stderr.print(
-            f"[yellow]Note:[/] masked {document['source']['dropped_nonfinite']} non-finite "
+            f"[yellow]Note:[/] masked {source['dropped_nonfinite']} non-finite "
             "log-probs at valid positions (--drop-nonfinite)."
+        )
+    if source.get("positive_log_probs"):
+        stderr.print(
+            f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
+            f"(first: {escape(str(source['first_positive_log_prob']))}); a log-probability "
+            "cannot be positive: are these logits, or the wrong columns?"
         )
 
 

@@ -276,7 +276,8 @@ def check(
 ) -> None:
     """Evaluate CI rules on a dump: exit 0 when they hold, 1 when a rule fails, 2 on bad input.
 
-    Without rules: contract §5 thresholds, a trend gate, and drift against --baseline (docs/rules.md).
+    Without rules: published health thresholds, a trend gate, and drift against --baseline
+    (docs/rules.md).
     """
     with cli_errors(debug):
         ruleset = load_rules(rules_file, rule or [])

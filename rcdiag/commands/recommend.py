@@ -58,8 +58,11 @@ def show(document: dict[str, Any]) -> None:
         )
     )
     choices = rec.get("choices") or []
+    notes = list(rec.get("notes") or [])
+    if choices and not rec.get("measured", True) and notes:
+        stdout.print(Text.assemble(("Note: ", "bold yellow"), notes.pop(0)))  # read this first
     if not choices:
-        for note in rec.get("notes") or []:
+        for note in notes:
             stdout.print(Text(note))
         return
     best = choices[0]
@@ -92,7 +95,7 @@ def show(document: dict[str, Any]) -> None:
         for group in rec["avoid"]:
             names = ", ".join(p["name"] for p in group["presets"])
             stdout.print(_bullet(f"{group['reason']}: {names}"))
-    for note in rec.get("notes") or []:
+    for note in notes:
         stdout.print(Text.assemble(("\nNote: ", "bold yellow"), note))
 
 
@@ -108,8 +111,11 @@ def recommend(
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
-    """Recommend a rollout-correction configuration for a dump: ranked choices, the reasons in
-    plain words, and the verl YAML / Python preset call to paste (the same as rcdiag report)."""
+    """Recommend a rollout-correction configuration for a dump, with the verl config.
+
+    Ranked choices, the reasons in plain words, and the verl YAML / Python preset call to paste
+    (the same advice as rcdiag report).
+    """
     with cli_errors(debug):
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet

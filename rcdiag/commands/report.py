@@ -110,9 +110,13 @@ def report(
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
-    """Write a self-contained HTML report: verdict, trends, where the mismatch lives, what each
-    preset would do, and the recommended verl configuration (opens offline in any browser)."""
+    """Write a self-contained HTML report of the mismatch and what to do about it.
+
+    Verdict, trends, where the mismatch lives, what each preset would do, and the recommended verl
+    configuration, in one page that opens offline in any browser.
+    """
     with cli_errors(debug):
+        from rcdiag.report.recommend import UNMEASURED_LINE
         from rcdiag.report.render import write_html
 
         document = load_or_compute(
@@ -124,6 +128,8 @@ def report(
     if quiet:
         return
     stdout.print(headline(document), markup=False, highlight=False)
+    if not (document.get("recommendation") or {}).get("measured", True):
+        stderr.print(f"note: {UNMEASURED_LINE}", markup=False)
     stderr.print(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser", markup=False)
     if json_path is not None:
         stderr.print(f"wrote {json_path}", markup=False)

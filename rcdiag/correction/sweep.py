@@ -77,7 +77,10 @@ def build_sweep(target: str, dialect: Dialect, grid: Sequence[str] | None = None
     for threshold in thresholds:
         try:
             config = _config(target, threshold, dialect)
+            plan = parse_config(config, dialect)
         except ValueError:
             raise ConfigError(f"--grid value {threshold!r} is not a number") from None
-        configs.append(NamedConfig(f"{target}@{threshold}", config, parse_config(config, dialect)))
+        except ConfigError as exc:
+            raise ConfigError(f"--grid value {threshold!r}: {exc}") from None
+        configs.append(NamedConfig(f"{target}@{threshold}", config, plan))
     return Sweep(target, thresholds, tuple(configs))

@@ -38,6 +38,9 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
 }
 """Column names tried in order for each role when the user names none (contract §2)."""
 
+POSITIVE_LOG_PROB = 0.01
+"""A log-prob above this is no log-prob (logits, or a column holding something else): warned about."""
+
 _FLAG = {"rollout": "--rollout-col", "training": "--training-col", "mask": "--mask-col"}
 _FLAG["step"] = "--step-col"
 _FLAG["uid"] = "--uid-col"
@@ -77,6 +80,8 @@ class StepSelection:
                 )
             start = int(match[1]) if match[1] else None
             stop = int(match[2]) if match[2] else None
+            if start is not None and stop is not None and start > stop:
+                raise UsageError(f"--steps {steps!r}: the first step is after the last one")
         return cls(frozenset(step), start, stop)
 
     @property
@@ -157,7 +162,11 @@ def _resolve(schema: pa.Schema, path: Path, role: str, chosen: str | None) -> st
     if role in ("mask", "step", "uid") and chosen is None:
         return None
     wanted = " or ".join(repr(c) for c in candidates)
-    close = difflib.get_close_matches(candidates[0], names, n=1, cutoff=0.5)
+    # never suggest the column another role reads: comparing a column with itself shows no mismatch
+    others = {n for r, aliases in DEFAULT_NAMES.items() if r != role for n in aliases}
+    close = difflib.get_close_matches(
+        candidates[0], [n for n in names if n not in others], n=1, cutoff=0.5
+    )
     hint = f"; did you mean {close[0]!r} ({_FLAG[role]} {close[0]})?" if close else ""
     raise InputError(
         f"{path}: no column {wanted}; columns are: {', '.join(names) or '(none)'}{hint}"
@@ -302,6 +311,8 @@ class DumpReader:
         self.batch_tokens = batch_tokens
         self.row_details = row_details
         self.dropped_nonfinite = 0
+        self.positive_log_probs = 0
+        self.first_positive: str | None = None
         self.rows_read = 0
         self.tokens_read = 0
 
@@ -394,9 +405,32 @@ class DumpReader:
                 raise self._nonfinite_error(batch, bad, cols, locate)
             self.dropped_nonfinite += int(bad.sum())
             batch = dataclasses.replace(batch, mask=mask & ~bad)
-        if not self.selection.is_everything:
-            batch = batch.select_rows(self.selection.contains(steps))
-        return batch
+        if self.selection.is_everything:
+            self._count_positive(batch, batch.mask, cols, locate)
+            return batch
+        selected = self.selection.contains(steps)
+        self._count_positive(batch, batch.mask & np.repeat(selected, lengths), cols, locate)
+        return batch.select_rows(selected)
+
+    def _count_positive(
+        self, batch: RaggedBatch, counted: np.ndarray, cols: _FileColumns, locate: Locate
+    ) -> None:
+        """Count log-probs > :data:`POSITIVE_LOG_PROB` at the ``counted`` positions and remember
+        where the first one is."""
+        positive = (batch.rollout > POSITIVE_LOG_PROB) | (batch.old > POSITIVE_LOG_PROB)
+        positive &= counted
+        if not positive.any():
+            return
+        self.positive_log_probs += int(positive.sum())
+        if self.first_positive is None:
+            token = int(np.flatnonzero(positive)[0])
+            row = _row_of(batch.offsets, token)
+            column, value = (
+                (cols.rollout, batch.rollout[token])
+                if batch.rollout[token] > POSITIVE_LOG_PROB
+                else (cols.training, batch.old[token])
+            )
+            self.first_positive = str(locate(f"column {column!r} = {value:g}", row))
 
     @staticmethod
     def _nonfinite_error(

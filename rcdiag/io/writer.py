@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -22,8 +23,11 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success it replaces ``path`` in one rename.
 
     Readers never see a half-written file and a failure leaves any existing ``path`` untouched.
+    Missing parent directories are created.
     """
     target = Path(path)
+    if str(path).endswith(("/", os.sep)) or target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory; give a file name", str(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -45,6 +45,10 @@ class Chart:
     figure: dict[str, Any]
 
 
+HEADROOM = 1.12
+"""Linear axes end this far above the largest value, so no point sits on the plot edge."""
+
+
 def _round(value: Any) -> Any:
     """Floats to :data:`SIGNIFICANT` digits (NaN/inf → None), recursively."""
     if isinstance(value, float):
@@ -451,7 +455,12 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
                 "title": {"text": "ℓ = log π_train − log π_rollout (signed log scale)"},
                 **_symlog_axis(low, high),
             },
-            yaxis={"type": "log", "title": {"text": "tokens"}, "exponentformat": "power"},
+            yaxis={
+                "type": "log",
+                "title": {"text": "tokens"},
+                "exponentformat": "power",
+                "dtick": 1,  # one tick per decade, no crowded minor ticks
+            },
             shapes=[m[0] for m in marks],
             annotations=[m[1] for m in marks],
             hovermode="closest",
@@ -490,7 +499,12 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
                 "title": {"text": "per-sequence log-ratio (signed log scale)"},
                 **_symlog_axis(low, high),
             },
-            yaxis={"type": "log", "title": {"text": "sequences"}, "exponentformat": "power"},
+            yaxis={
+                "type": "log",
+                "title": {"text": "sequences"},
+                "exponentformat": "power",
+                "dtick": 1,  # one tick per decade, no crowded minor ticks
+            },
             shapes=[m[0] for m in marks],
             annotations=[m[1] for m in marks if m[1]["text"]],
             hovermode="closest",
@@ -562,8 +576,9 @@ def _bucket_chart(
                 hoverinfo="skip",
             )
         )
-        present = [v for v in values if v]
+        present = [float(v) for v in values if v]
         log = log and bool(present) and max(present) > 20 * min(present)
+        top = max(present) if present else 1.0
         layout_extra["yaxis2"] = {
             "overlaying": "y",
             "side": "right",
@@ -571,12 +586,28 @@ def _bucket_chart(
             "title": {"text": name, "font": {"color": color}},
             "tickfont": {"color": color},
             "exponentformat": "power",
+            "tickmode": "auto",  # plotly's round ticks, not data-derived ones
+            "nticks": 6,
+            "showgrid": False,
             **({"tickformat": ".0%"} if key == "token_share" else {}),
-            **({} if log else {"rangemode": "tozero"}),
+            # headroom so the top point does not sit on the plot edge
+            "range": (
+                [math.log10(min(present)) - 0.15, math.log10(top) + 0.15]
+                if log
+                else [0.0, top * HEADROOM]
+            ),
         }
+    bar_top = max(float(r["mean_abs_log_ratio"]) for r in rows)
     layout = _layout(
         xaxis={"title": {"text": x_title}, "type": "category"},
-        yaxis={"type": "log", "title": {"text": "mean |ℓ|"}, "exponentformat": "power"},
+        yaxis={
+            "type": "linear",  # bars are lengths: their axis starts at 0
+            "title": {"text": "mean |ℓ|"},
+            "exponentformat": "power",
+            "tickmode": "auto",
+            "nticks": 6,
+            "range": [0.0, bar_top * HEADROOM],
+        },
         hovermode="closest",
         showlegend=True,
         margin={"l": 60, "r": 70, "t": 10, "b": 45},

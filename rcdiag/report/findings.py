@@ -11,7 +11,9 @@ x_s = (step − first step) / (last step − first step) ∈ [0, 1]:
     \\log_{10} k3(x) \\approx a + b\\,x, \\qquad \\mathrm{growth} = 10^{b}
 
 so ``growth`` is the fitted factor between the first and the last step, and r the Pearson correlation
-of the fit. "first" and "recent" are medians over the first and the last quarter of the steps.
+of the fit: the rules decide on them (robust to one noisy step). "first" and "recent" are medians over
+the first and the last quarter of the steps; the text shows those two numbers and their ratio
+(:attr:`Trend.ratio`, computed from the numbers as printed, so a reader who divides them gets it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+
+from rcdiag.formatting import short
 
 Size = Literal["tiny", "moderate", "large"]
 
@@ -71,6 +75,24 @@ class Trend:
     recent_abs_log_ratio: float | None
     first_step: int
     last_step: int
+    window: int = 1
+    """Steps in each quarter the ``first`` and ``recent`` medians are taken over."""
+
+    @property
+    def ratio(self) -> float | None:
+        """``recent / first`` as printed (two significant digits), None when ``first`` is 0."""
+        return shown_ratio(self.first, self.recent)
+
+    def words(self, metric: str = "k3_kl") -> str:
+        """``k3_kl ×107, from 1.4e-4 (median of the first 5 steps) to 0.015 (… last 5)``."""
+        steps = "step" if self.window == 1 else f"{self.window} steps"
+        first = "the first step" if self.window == 1 else f"the first {steps}"
+        last = "the last step" if self.window == 1 else f"the last {self.window}"
+        median = "" if self.window == 1 else "median of "
+        return (
+            f"{metric} ×{short(self.ratio)}, from {short(self.first)} ({median}{first}) to "
+            f"{short(self.recent)} ({median}{last})"
+        )
 
     @property
     def growing(self) -> bool:
@@ -127,19 +149,32 @@ class Findings:
     @property
     def size(self) -> Size:
         """``large`` past any published alarm; ``tiny`` within the healthy dense-bf16 ranges."""
-        if (
-            self.worst_abs_log_ratio > LIMITS["large_abs_log_ratio"]
-            or abs(self.kl or 0.0) > LIMITS["large_kl"]
-            or (self.chi2_token or 0.0) > LIMITS["large_chi2_token"]
-            or self.worst_k3_kl > LIMITS["large_k3_kl"]
-        ):
-            return "large"
-        if (
-            self.worst_k3_kl <= LIMITS["tiny_k3_kl"]
-            and self.worst_abs_log_ratio <= LIMITS["tiny_abs_log_ratio"]
-        ):
-            return "tiny"
-        return "moderate"
+        return _size(self.worst_abs_log_ratio, self.worst_k3_kl, self.kl, self.chi2_token)
+
+    @property
+    def recent_decides(self) -> bool:
+        """Whether the last steps' figures (not the overall ones) decide :attr:`size`."""
+        overall = _size(self.abs_log_ratio or 0.0, self.k3_kl or 0.0, self.kl, self.chi2_token)
+        return overall != self.size
+
+    def k3_text(self, recent: bool | None = None) -> str:
+        """k3_kl with what it is measured on: overall, unless the last steps decide (or asked)."""
+        t = self.trend
+        use_recent = self.recent_decides if recent is None else recent
+        if use_recent and t is not None:
+            return f"k3_kl = {short(t.recent)} over the last steps (overall {short(self.k3_kl)})"
+        return f"k3_kl = {short(self.k3_kl)} overall"
+
+    def abs_text(self, recent: bool | None = None) -> str:
+        """Mean |Δ log p| with what it is measured on (as :meth:`k3_text`)."""
+        t = self.trend
+        use_recent = self.recent_decides if recent is None else recent
+        if use_recent and t is not None and t.recent_abs_log_ratio is not None:
+            return (
+                f"mean |Δ log p| = {short(t.recent_abs_log_ratio)} over the last steps "
+                f"(overall {short(self.abs_log_ratio)})"
+            )
+        return f"mean |Δ log p| = {short(self.abs_log_ratio)} overall"
 
     @property
     def sequence_ratios_explode(self) -> bool:
@@ -176,6 +211,39 @@ class Findings:
             and self.trend.growing
             and self.trend.recent > LIMITS["trend_gate_k3_kl"]
         )
+
+
+def shown_ratio(first: float | None, last: float | None) -> float | None:
+    """``last / first`` computed from the two numbers as :func:`short` prints them.
+
+    Example:
+        >>> round(shown_ratio(1.38e-4, 0.0152) or 0.0, 1)
+        107.1
+    """
+    if first is None or last is None:
+        return None
+    a, b = float(short(first)), float(short(last))
+    if a == 0:
+        return None
+    return b / a
+
+
+def _size(abs_log_ratio: float, k3_kl: float, kl: float | None, chi2: float | None) -> Size:
+    if (
+        abs_log_ratio > LIMITS["large_abs_log_ratio"]
+        or abs(kl or 0.0) > LIMITS["large_kl"]
+        or (chi2 or 0.0) > LIMITS["large_chi2_token"]
+        or k3_kl > LIMITS["large_k3_kl"]
+    ):
+        return "large"
+    if k3_kl <= LIMITS["tiny_k3_kl"] and abs_log_ratio <= LIMITS["tiny_abs_log_ratio"]:
+        return "tiny"
+    return "moderate"
+
+
+def tokens(value: float | None) -> str:
+    """A token count (e.g. a mean response length) rounded to the nearest integer, with commas."""
+    return "–" if value is None else f"{round(value):,}"
 
 
 def _number(metrics: Mapping[str, Any], name: str) -> float | None:
@@ -215,6 +283,7 @@ def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
         recent_abs_log_ratio=float(np.median(present)) if present else None,
         first_step=usable[0][0],
         last_step=usable[-1][0],
+        window=quarter,
     )
 
 

@@ -23,14 +23,14 @@ from typing import Any
 
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
-from rcdiag.formatting import count, pct, short
+from rcdiag.formatting import pct, short
 from rcdiag.report.candidates import (
     MAX_K2_THRESHOLD,
     VETO_TAU,
     candidate_sweeps,
     max_threshold,
 )
-from rcdiag.report.findings import LIMITS, Findings, findings
+from rcdiag.report.findings import LIMITS, Findings, findings, tokens
 from rcdiag.report.snippets import (
     cli_overrides,
     describe,
@@ -39,8 +39,18 @@ from rcdiag.report.snippets import (
     short_name,
     verl_yaml,
 )
+from rcdiag.report.verdict import above_healthy
 
 MAX_CHOICES = 3
+UNMEASURED_NOTE = (
+    "These results hold no preset comparison or sweep: thresholds are verl's defaults, the expected "
+    "figures are missing and no threshold was tuned (so the choice may differ from the full "
+    "report's). Recompute from the dump (rcdiag report or recommend on it) for a measured choice."
+)
+UNMEASURED_LINE = (
+    "these results hold no preset comparison or sweep: "
+    "recompute from the dump for a measured choice"
+)
 DEFAULT_IS_THRESHOLD = 2.0
 
 
@@ -53,12 +63,17 @@ def _max_criterion(dialect: Dialect) -> str:
     return f"the veto, rollout_token_veto_threshold = {VETO_TAU:g}"
 
 
-def _where(f: Findings) -> str:
-    """``over the last steps`` when the recent figures are the worse ones."""
+GEO_VALVE = (
+    "Geometric-mean rejection is a safety valve: it rejects few sequences now and more as the "
+    "mismatch grows."
+)
+
+
+def _drift_fact(f: Findings) -> str:
     t = f.trend
-    if t is not None and f.growing and t.recent > (f.k3_kl or 0.0):
-        return " over the last steps"
-    return ""
+    if t is None:
+        return "The mismatch grows over the steps."
+    return f"The mismatch grows over {t.steps} steps: {t.words()}."
 
 
 def _sequence_weights(f: Findings) -> str:
@@ -98,9 +113,9 @@ RULES: tuple[Rule, ...] = (
             f.size == "tiny" and not (f.sequence_ratios_explode or f.catastrophic or f.drifting)
         ),
         lambda f, d: (
-            f"The mismatch is tiny: k3_kl = {short(f.k3_kl)} (dense-bf16 range 1e-5 … 1e-3) and mean "
-            f"|Δ log p| = {short(f.abs_log_ratio)} (healthy bf16 ≈ 0.01). A correction would change "
-            "almost nothing."
+            f"The mismatch is tiny: {f.k3_text(False)} (dense-bf16 range 1e-5 … 1e-3) and "
+            f"{f.abs_text(False)} (healthy bf16 ≈ 0.01). A correction would change almost "
+            "nothing."
         ),
     ),
     Rule(
@@ -109,9 +124,8 @@ RULES: tuple[Rule, ...] = (
         "correct at token level: token TIS",
         lambda f: f.size == "large",
         lambda f, d: (
-            f"The mismatch is large{_where(f)}: mean |Δ log p| = {short(f.worst_abs_log_ratio)} "
-            f"(slime's gate 0.1) and k3_kl = {short(f.worst_k3_kl)}. Uncorrected, these samples "
-            "bias the policy gradient."
+            f"The mismatch is large: {f.abs_text()} and {f.k3_text()}; slime's gate on mean "
+            "|Δ log p| is 0.1. Uncorrected, these samples bias the policy gradient."
         ),
     ),
     Rule(
@@ -120,9 +134,8 @@ RULES: tuple[Rule, ...] = (
         "correct at token level: token TIS",
         lambda f: f.size == "moderate",
         lambda f, d: (
-            f"The mismatch is moderate{_where(f)}: k3_kl = {short(f.worst_k3_kl)} and mean "
-            f"|Δ log p| = {short(f.worst_abs_log_ratio)}: above healthy dense bf16, below the alarms "
-            "of rule large."
+            f"The mismatch is moderate: {above_healthy(f)}. It stays below the alarms of rule "
+            "large."
         ),
     ),
     Rule(
@@ -133,7 +146,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.sequence_ratios_explode,
         lambda f, d: (
             f"Sequence-level ratios explode at these response lengths (mean "
-            f"{count(f.length_mean)} tokens, max {count(f.length_max)}): the per-token mismatch "
+            f"{tokens(f.length_mean)} tokens, max {tokens(f.length_max)}): the per-token mismatch "
             f"compounds in exp(Σℓ) and {_sequence_weights(f)}. Correct at token level (or "
             "filter on the geometric mean), not with sequence-level IS."
         ),
@@ -168,13 +181,7 @@ RULES: tuple[Rule, ...] = (
         "k3_kl > 1e-3",
         "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
         lambda f: f.drifting,
-        lambda f, d: (
-            f"The mismatch grows ×{short(f.trend.growth if f.trend else None)} over "
-            f"{f.trend.steps if f.trend else 0} steps (k3_kl "
-            f"{short(f.trend.first if f.trend else None)} → "
-            f"{short(f.trend.recent if f.trend else None)}). Geometric-mean rejection is a safety "
-            "valve: it rejects few sequences now and more as the mismatch grows."
-        ),
+        lambda f, d: f"{_drift_fact(f)} {GEO_VALVE}",
     ),
     Rule(
         "growing",
@@ -182,8 +189,8 @@ RULES: tuple[Rule, ...] = (
         "a note: re-check on later steps",
         lambda f: f.growing and not f.drifting,
         lambda f, d: (
-            f"The mismatch is still small but grows ×{short(f.trend.growth if f.trend else None)} "
-            "over the steps: re-run rcdiag on later steps."
+            f"The mismatch is still small but grows ({f.trend.words() if f.trend else 'k3_kl'}): "
+            "re-run rcdiag on later steps."
         ),
     ),
 )
@@ -291,9 +298,13 @@ def knee(points: list[Entry]) -> tuple[Entry | None, str]:
     )
 
 
-def choose_is_threshold(entries: Entries) -> tuple[float, str]:
+def choose_is_threshold(entries: Entries, shown: float | None = None) -> tuple[float, str]:
     """C = 2 (verl's default) unless truncation there removes > ``is_mass_removed`` of the weight
-    mass; then the smallest larger grid C that does not."""
+    mass; then the smallest larger grid C that does not.
+
+    ``shown``: the IS mass the recommended configuration truncates (measured), quoted instead of the
+    token-TIS-alone sweep point so the reason and the expected figures give one number.
+    """
     limit = LIMITS["is_mass_removed"]
     points = [p for p in entries.points("is") if _share(p, "weight_mass_removed") is not None]
     if not points:
@@ -304,14 +315,18 @@ def choose_is_threshold(entries: Entries) -> tuple[float, str]:
         assert removed is not None
         if removed <= limit:
             c = float(_threshold(point))
+            here = (
+                f"truncation removes {pct(removed)}"
+                if shown is None
+                else f"the recommended configuration truncates {pct(shown)}"
+            )
             if c == DEFAULT_IS_THRESHOLD:
                 return c, (
-                    f"C = 2 (verl's default): truncation removes {pct(removed)} of the IS weight "
-                    f"mass (≤ {pct(limit, 0)})"
+                    f"C = 2 (verl's default): {here} of the IS weight mass (limit {pct(limit, 0)})"
                 )
             return c, (
                 f"C = {_threshold(point)}: at C = 2 truncation would remove more than "
-                f"{pct(limit, 0)} of the IS weight mass; here it removes {pct(removed)}"
+                f"{pct(limit, 0)} of the IS weight mass; with C = {_threshold(point)} {here}"
             )
     last = larger[-1] if larger else points[-1]
     return float(_threshold(last)), (
@@ -460,7 +475,7 @@ def _corrected_choices(
     geo_reason = ""
     if "drift" in ids and "bias" not in ids:
         geo_point, geo_reason = knee(entries.points("geo+max" if use_max else "geo"))
-        if geo_point is None:
+        if geo_point is None and entries.measured:
             notes.append(f"Geometric-mean rejection left out: {geo_reason}.")
     if geo_point is not None:
         primary = geo_point
@@ -471,11 +486,15 @@ def _corrected_choices(
     else:
         primary = entries.point("is", f"{c:g}") or entries.preset("decoupled_token_is")
 
+    # reasons for the parts of the chosen configuration only (no geometric-mean valve left out)
     reasons = [
-        r.because(f, dialect)
+        _drift_fact(f) if r.id == "drift" and geo_point is None else r.because(f, dialect)
         for r in fired
         if r.id in ("large", "moderate", "seq_explodes", "bias", "catastrophic", "drift")
     ]
+    shown = _share(primary, "weight_mass_removed")
+    if shown is not None and primary.config.get("rollout_is_threshold") == c:
+        c, c_reason = choose_is_threshold(entries, shown)
     reasons.append(
         f"Token-level truncated IS reweights each token by min(π_train/π_rollout, C); {c_reason}."
     )
@@ -551,21 +570,20 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
         }
     fired = [r for r in RULES if r.applies(f)]
     notes: list[str] = []
+    if not entries.measured:
+        notes.append(UNMEASURED_NOTE)
     if any(r.id == "tiny" for r in fired):
         choices = _tiny_choices(entries, f, dialect)
     else:
-        choices, notes = _corrected_choices(entries, f, dialect, fired)
+        choices, more = _corrected_choices(entries, f, dialect, fired)
+        notes += more
     if f.drifting and f.trend is not None:
+        t = f.trend
         notes.append(
-            f"The mismatch grows ×{short(f.trend.growth)} from step {f.trend.first_step} to step "
-            f"{f.trend.last_step}. A correction treats the symptom: find what changes over "
-            "training (weight sync between trainer and rollout engine, engine precision or "
-            "kernels, a policy drifting toward low-probability tokens)."
-        )
-    if not entries.measured:
-        notes.append(
-            "These results hold no preset comparison or sweep: thresholds are verl's defaults and "
-            "the expected figures are missing. Run rcdiag report (or recommend) on the dump itself."
+            f"The mismatch grows over steps {t.first_step}–{t.last_step}: {t.words()}. A "
+            "correction treats the symptom: find what changes over training (weight sync between "
+            "trainer and rollout engine, engine precision or kernels, a policy drifting toward "
+            "low-probability tokens)."
         )
     if f.catastrophic_severe:
         notes.append(

@@ -40,6 +40,61 @@ STATUS_BLURBS = {
     "act": "The mismatch is large enough to bias training. Correct it, and find its cause.",
 }
 
+CHI2_WHAT = (
+    "{sq} − 1 of the {w}: ≈ their variance when their mean is ≈ 1; negative when the weights "
+    "are below 1 on average."
+)
+
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    (
+        "ℓ, ρ",
+        "ℓ = log π_train − log π_rollout of a sampled token; ρ = e^ℓ is its importance weight.",
+    ),
+    (
+        "k1 / k2 / k3",
+        "Three estimators of KL divergence from ℓ: k1 = −ℓ, k2 = ½ℓ², k3 = e^ℓ − 1 − ℓ "
+        "(k3 is always ≥ 0 and has low variance; verl's k3_kl averages it).",
+    ),
+    (
+        "χ² (chi2)",
+        "E[ρ²] − 1: ≈ the variance of the IS weights when E[ρ] ≈ 1; negative when the weights are "
+        "below 1 on average.",
+    ),
+    (
+        "ESS",
+        "Effective sample size (Kish): (Σw)² / (n Σw²), the share of samples that effectively count "
+        "once weighted; 1 when all weights are equal.",
+    ),
+    (
+        "TIS",
+        "Truncated importance sampling: each token (or sequence) is reweighted by min(ρ, C), so one "
+        "huge weight cannot dominate the gradient.",
+    ),
+    (
+        "IcePop",
+        "Instead of truncating, zero the weight of tokens whose ρ falls outside a band "
+        "(e.g. [0.5, 5]): they stop contributing to the gradient.",
+    ),
+    (
+        "rejection (RS)",
+        "Drop whole tokens or sequences whose divergence exceeds a threshold (geometric mean: "
+        "seq_mean_k1; single worst token: seq_max_k2).",
+    ),
+    (
+        "slime's gate",
+        "The slime RL framework flags a batch when the mean |Δ log p| per token exceeds 0.1.",
+    ),
+    (
+        "NeMo-RL gate",
+        "NVIDIA NeMo-RL flags a bf16 run when the token KL (k3) between engines exceeds 1e-3.",
+    ),
+    (
+        "catastrophic token",
+        "A token with ρ < τ (1e-4 by default): the trainer finds it nearly impossible.",
+    ),
+)
+"""Plain-words definitions of the jargon the report uses (the About section)."""
+
 KEY_METRICS: tuple[tuple[str, str, str, str], ...] = (
     (
         "rollout_corr/k3_kl",
@@ -62,13 +117,13 @@ KEY_METRICS: tuple[tuple[str, str, str, str], ...] = (
     (
         "rollout_corr/chi2_token",
         "chi2_token",
-        "Variance of the token IS weights ρ.",
+        CHI2_WHAT.format(w="token IS weights ρ", sq="E[ρ²]"),
         "verl: > 1 is severe",
     ),
     (
         "rollout_corr/chi2_seq",
         "chi2_seq",
-        "Variance of the sequence IS weights ∏ρ.",
+        CHI2_WHAT.format(w="sequence IS weights ∏ρ", sq="E[(∏ρ)²]"),
         "> 1: sequence-level IS unreliable",
     ),
     (
@@ -436,6 +491,8 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         "primary": choices[0] if choices else None,
         "alternatives": choices[1:],
         "rule_table": rule_table(),
+        "glossary": GLOSSARY,
+        "measured": recommendation.get("measured", True),
         "metrics": _key_metrics(document),
         "charts": charts,
         "figures_json": json_for_script(figures),

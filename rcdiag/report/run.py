@@ -138,9 +138,19 @@ def load_document(path: Path) -> dict[str, Any]:
         UsageError: unreadable file, not JSON, or not an rcdiag results document of schema 1.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read results ({exc.strerror or exc})") from None
+    if data[:4] == b"PAR1":
+        raise UsageError(
+            f"{path}: not a results JSON (it looks like a parquet dump: pass it without --from)"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{path}: not a results JSON (binary, not UTF-8 text; a dump is passed without --from)"
+        ) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

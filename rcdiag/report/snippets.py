@@ -78,6 +78,9 @@ The IcePop presets take ``threshold`` and ``threshold_lower`` and are handled ap
 both bounds as ``"lo_hi"``).
 """
 
+YAML_WIDTH = 88
+"""The longest comment line of the YAML snippet (the report's YAML box shows it unscrolled)."""
+
 ICEPOP_PRESETS = ("decoupled_token_icepop", "bypass_pg_token_icepop")
 IMPORT_LINE = "from verl.trainer.config.algorithm import RolloutCorrectionConfig"
 
@@ -104,8 +107,17 @@ def _python_literal(value: Any) -> str:
 
 
 def verl_yaml(config: Mapping[str, Any], comment: str | None = None) -> str:
-    """The ``algorithm.rollout_correction`` block (every key) and ``calculate_log_probs: true``."""
-    lines = [f"# {line}" for line in textwrap.wrap(comment or "", 76)]
+    """The ``algorithm.rollout_correction`` block (every key) and ``calculate_log_probs: true``.
+
+    The comment is wrapped so that no line is longer than :data:`YAML_WIDTH` characters.
+    """
+    wrapped = textwrap.wrap(
+        " ".join((comment or "").split()),
+        YAML_WIDTH - 2,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    lines = [f"# {line}" for line in wrapped]
     lines += ["algorithm:", "  rollout_correction:"]
     lines += [f"    {key}: {scalar(value)}" for key, value in config.items()]
     lines += [

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rcdiag.formatting import count, pct, short
-from rcdiag.report.findings import LIMITS, Findings, findings
+from rcdiag.formatting import pct, short
+from rcdiag.report.findings import LIMITS, Findings, findings, tokens
 
 Status = Literal["healthy", "watch", "act"]
 _RANK: dict[str, int] = {"healthy": 0, "watch": 1, "act": 2}
@@ -81,7 +81,7 @@ SCALES: dict[str, Scale] = {
         "verl docs: |kl| > 0.1 is a large mismatch",
     ),
     "rollout_corr/chi2_token": Scale(
-        "χ²_token (variance of token weights)",
+        "χ²_token (E[ρ²] − 1 of token weights)",
         True,
         1e-5,
         100.0,
@@ -90,7 +90,7 @@ SCALES: dict[str, Scale] = {
         "verl docs: chi2_token > 1 is severe",
     ),
     "rollout_corr/chi2_seq": Scale(
-        "χ²_seq (variance of sequence weights)",
+        "χ²_seq (E[(∏ρ)²] − 1 of sequence weights)",
         True,
         1e-3,
         1e4,
@@ -138,8 +138,7 @@ def _drift_headline(f: Findings) -> str:
     t = f.trend
     assert t is not None
     return (
-        f"the mismatch grows ×{short(t.growth)} over {t.steps} steps: k3_kl {short(t.first)} in the "
-        f"first steps → {short(t.recent)} in the last ones, past the dense-bf16 range "
+        f"the mismatch grows over {t.steps} steps: {t.words()}, past the dense-bf16 range "
         f"(≤ {short(LIMITS['trend_gate_k3_kl'])})"
     )
 
@@ -156,18 +155,36 @@ def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
 def _large_headline(f: Findings) -> str:
     kl = f", and kl = {short(f.kl)} (verl flags |kl| > 0.1)" if abs(f.kl or 0.0) > 0.1 else ""
     return (
-        f"rollout and training disagree strongly: mean |Δ log p| = {short(f.worst_abs_log_ratio)} "
-        f"(slime's gate is 0.1; healthy bf16 ≈ 0.01, fp8 rollouts ≈ 0.27){kl}"
+        f"rollout and training disagree strongly: {f.abs_text()}, past slime's gate 0.1 "
+        f"(healthy bf16 ≈ 0.01, fp8 rollouts ≈ 0.27){kl}"
     )
 
 
 def _seq_headline(f: Findings) -> str:
-    tokens = "tokens agree well enough" if f.size == "tiny" else "the per-token mismatch compounds"
     return (
-        f"{tokens} (k3_kl = {short(f.k3_kl)}), but over responses of ~{count(f.length_mean)} "
-        f"tokens the sequence ratios explode: χ²_seq = {short(f.chi2_seq)}, "
-        f"ESS_seq = {short(f.ess_seq)}"
+        f"the per-token mismatch is small ({f.k3_text()}) but compounds over long responses: at "
+        f"~{tokens(f.length_mean)} tokens per response the sequence ratios explode "
+        f"(χ²_seq = {short(f.chi2_seq)}, ESS_seq = {short(f.ess_seq)})"
     )
+
+
+def above_healthy(f: Findings) -> str:
+    """The figure(s) past the healthy dense-bf16 limits that make the mismatch ``moderate``."""
+    k3_over = f.worst_k3_kl > LIMITS["tiny_k3_kl"]
+    abs_over = f.worst_abs_log_ratio > LIMITS["tiny_abs_log_ratio"]
+    # the last steps' value is cited when only it is past the limit (it fired the rule)
+    k3_recent = k3_over and (f.k3_kl or 0.0) <= LIMITS["tiny_k3_kl"]
+    abs_recent = abs_over and (f.abs_log_ratio or 0.0) <= LIMITS["tiny_abs_log_ratio"]
+    k3 = f"{f.k3_text(k3_recent)}, above the dense-bf16 range (≤ {short(LIMITS['tiny_k3_kl'])})"
+    mean = (
+        f"{f.abs_text(abs_recent)}, above the healthy bf16 level "
+        f"(≤ {short(LIMITS['tiny_abs_log_ratio'])})"
+    )
+    if k3_over and abs_over:
+        return f"{k3}; {mean}"
+    if k3_over:
+        return f"{k3}; {f.abs_text(False)} is within the healthy range"
+    return f"{mean}; {f.k3_text(False)} is within the dense-bf16 range"
 
 
 SIGNALS: tuple[Signal, ...] = (
@@ -206,20 +223,14 @@ SIGNALS: tuple[Signal, ...] = (
         "moderate",
         "watch",
         lambda f: f.size == "moderate",
-        lambda f: (
-            f"the mismatch is above the healthy bf16 level: k3_kl = {short(f.worst_k3_kl)}, mean "
-            f"|Δ log p| = {short(f.worst_abs_log_ratio)}"
-        ),
+        lambda f: f"the mismatch is above the healthy bf16 level: {above_healthy(f)}",
         lambda f: [_k3(f), _abs(f)],
     ),
     Signal(
         "growing",
         "watch",
         lambda f: f.growing and not f.drifting,
-        lambda f: (
-            f"the mismatch is small but grows ×{short(f.trend.growth if f.trend else None)} over "
-            f"the steps"
-        ),
+        lambda f: f"the mismatch is small but grows: {f.trend.words() if f.trend else 'k3_kl'}",
         lambda f: [_k3(f), _abs(f)],
     ),
 )
