@@ -44,7 +44,6 @@ AGGREGATIONS: dict[str, str] = {
 }
 """How a rule reduces a metric to one number."""
 
-STEP_AGGREGATIONS = frozenset(AGGREGATIONS) - {"overall"}
 
 Severity = Literal["fail", "warn"]
 SEVERITIES: tuple[str, ...] = get_args(Severity)

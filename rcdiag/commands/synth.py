@@ -9,10 +9,10 @@ import typer
 from rich.markup import escape
 
 from rcdiag.commands._common import DebugOption, cli_errors, stdout
-from rcdiag.synth import SCENARIOS, config_for, write_synthetic_dump
+from rcdiag.synth import SCENARIO_DESCRIPTIONS, config_for, write_synthetic_dump
 
-_SCENARIO_HELP = (
-    f"Start from a named scenario: {', '.join(SCENARIOS)} (sample_data/README.md describes each)."
+_SCENARIO_HELP = "Start from a named scenario: " + "; ".join(
+    f"{name} ({description})" for name, description in SCENARIO_DESCRIPTIONS.items()
 )
 
 

@@ -183,15 +183,6 @@ class PresetComparison:
         figures["max_weight"] = get("kept_applied_max") / mu
         return figures
 
-    def emptied_steps(self, name: str) -> list[int]:
-        """Steps where the configuration rejects every valid token (verl would fail there)."""
-        found = []
-        for step in self.steps():
-            summary = self.summary(name, step)
-            if summary["kept_token_share"] == 0.0:
-                found.append(step)
-        return found
-
 
 def worst_steps(step_summaries: Sequence[tuple[int, Mapping[str, float | None]]]) -> dict[str, Any]:
     """For each summary figure, the step where it is worst and its value there."""

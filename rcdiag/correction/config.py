@@ -140,18 +140,6 @@ def detect_dialect(config: Mapping[str, Any]) -> Dialect | None:
     return None
 
 
-def resolve_dialect(
-    config: Mapping[str, Any], explicit: Dialect | None, default: Dialect
-) -> Dialect:
-    """The dialect to use: the configuration's own, checked against an explicit ``--dialect``."""
-    implied = detect_dialect(config)
-    if explicit is not None and implied is not None and implied != explicit:
-        raise ConfigError(
-            f"configuration uses {implied}-dialect keys but --dialect {explicit} was given"
-        )
-    return explicit or implied or default
-
-
 def _check_keys(config: Mapping[str, Any], dialect: Dialect) -> None:
     allowed = set(COMMON_KEYS) | set(LATEST_ONLY_KEYS if dialect == "latest" else LEGACY_ONLY_KEYS)
     for key in config:

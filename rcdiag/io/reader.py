@@ -314,7 +314,6 @@ class DumpReader:
         self.positive_log_probs = 0
         self.first_positive: str | None = None
         self.rows_read = 0
-        self.tokens_read = 0
 
     @property
     def total_rows(self) -> int:
@@ -347,7 +346,6 @@ class DumpReader:
             first_row += record_batch.num_rows
             self.rows_read += record_batch.num_rows
             if batch is not None and batch.rows:
-                self.tokens_read += int(batch.offsets[-1])
                 yield batch
 
     def _convert(
