@@ -370,6 +370,31 @@ def _symlog_axis(low: float, high: float) -> dict[str, Any]:
     return {"tickvals": ticks, "ticktext": labels, "range": [low - 0.3, high + 0.3]}
 
 
+def _histogram_layout(
+    x_title: str,
+    y_title: str,
+    low: float,
+    high: float,
+    marks: list[tuple[dict[str, Any], dict[str, Any]]],
+    **extra: Any,
+) -> dict[str, Any]:
+    """A signed-log-x, log-count histogram with labelled vertical marks."""
+    return _layout(
+        xaxis={"title": {"text": x_title}, **_symlog_axis(low, high)},
+        yaxis={
+            "type": "log",
+            "title": {"text": y_title},
+            "exponentformat": "power",
+            "dtick": 1,  # one tick per decade, no crowded minor ticks
+        },
+        shapes=[m[0] for m in marks],
+        annotations=[m[1] for m in marks if m[1]["text"]],
+        hovermode="closest",
+        bargap=0,
+        **extra,
+    )
+
+
 def _histogram_trace(
     edges: list[float], counts: list[int], name: str, color: str, unit: str
 ) -> tuple[go.Bar, float, float] | None:
@@ -450,21 +475,12 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             _vline(symlog(-math.log(2)), "ρ < 0.5", WARN, 0.88),
             _vline(symlog(math.log(2)), "ρ > 2", WARN, 0.88),
         ]
-        layout = _layout(
-            xaxis={
-                "title": {"text": "ℓ = log π_train − log π_rollout (signed log scale)"},
-                **_symlog_axis(low, high),
-            },
-            yaxis={
-                "type": "log",
-                "title": {"text": "tokens"},
-                "exponentformat": "power",
-                "dtick": 1,  # one tick per decade, no crowded minor ticks
-            },
-            shapes=[m[0] for m in marks],
-            annotations=[m[1] for m in marks],
-            hovermode="closest",
-            bargap=0,
+        layout = _histogram_layout(
+            "ℓ = log π_train − log π_rollout (signed log scale)",
+            "tokens",
+            low,
+            high,
+            marks,
             height=300,
         )
         charts.append(
@@ -494,24 +510,15 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             _vline(symlog(-GEO_DEFAULT), "±0.1%", TEAL, 0.88),
             _vline(symlog(GEO_DEFAULT), "", TEAL, 0.88),
         ]
-        layout = _layout(
-            xaxis={
-                "title": {"text": "per-sequence log-ratio (signed log scale)"},
-                **_symlog_axis(low, high),
-            },
-            yaxis={
-                "type": "log",
-                "title": {"text": "sequences"},
-                "exponentformat": "power",
-                "dtick": 1,  # one tick per decade, no crowded minor ticks
-            },
-            shapes=[m[0] for m in marks],
-            annotations=[m[1] for m in marks if m[1]["text"]],
-            hovermode="closest",
-            barmode="overlay",
-            bargap=0,
-            showlegend=True,
+        layout = _histogram_layout(
+            "per-sequence log-ratio (signed log scale)",
+            "sequences",
+            low,
+            high,
+            marks,
             height=320,
+            barmode="overlay",
+            showlegend=True,
         )
         charts.append(
             Chart(
