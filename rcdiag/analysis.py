@@ -123,10 +123,6 @@ class OffPolicyAnalysis:
             metrics=self._metrics(stats, step),
         )
 
-    def totals(self) -> dict[str, float]:
-        """Summed statistics of the whole dump (rows, positions, valid_tokens, …)."""
-        return self.stats.total()
-
     def overall(self) -> Metrics:
         """The whole dump as one batch."""
         return self._metrics(self.stats.total(), None)
