@@ -9,7 +9,9 @@ Conventions copied from verl (spec §1):
 
 * ℓ = old − rollout; ρ = exp(ℓ).
 * masked_sum(x, m) = Σ (x where m ≠ 0 else 0) · m — values under m = 0 (even NaN / inf) are ignored.
-* masked_mean(x, m) = masked_sum(x, m) / (Σ m + 1e-8), per row or pooled over the batch.
+* masked_mean(x, m) = masked_sum(x, m) / (Σ m + 1e-8), per row or pooled over the batch, with the
+  denominator evaluated as torch does for verl's integer mask: an int64 sum plus a Python float is a
+  float32 tensor, so the denominator is float32(n + 1e-8) (= n for n ≥ 1). See :func:`denominator`.
 * Row means run over ALL B rows, empty rows included (their masked means are exactly 0).
 * Clamp to ±20 only in chi2_token / chi2_seq and in the IS-style weights used by rcdiag's ESS;
   kl and k3_kl use the raw ℓ.
@@ -28,6 +30,12 @@ import numpy as np
 
 EPS = 1e-8
 """verl's masked_mean denominator offset."""
+
+
+def denominator(count: int) -> float:
+    """Σm + 1e-8 for an integer mask summing to ``count``, in float32 as torch computes it."""
+    return float(np.float32(count) + np.float32(EPS))
+
 
 BOUND = 20.0
 """verl's SAFETY_BOUND."""
@@ -169,13 +177,13 @@ def reference_metrics(
     if total_valid == 0:
         return dict.fromkeys(names)
 
-    pooled_den = total_valid + EPS  # verl's pooled masked_mean denominator
+    pooled_den = denominator(total_valid)  # verl's pooled masked_mean denominator
 
     # ---- per-row quantities (spec §1): n_i, S_i, a_i, b_i, d_i -------------------------------
     n = [len(ells) for _, _, ells in rows]
     seq_sum = [math.fsum(ells) for _, _, ells in rows]  # S_i, 0 for an empty row
-    a = [math.fsum(olds) / (len(olds) + EPS) for olds, _, _ in rows]  # 0 for an empty row
-    b = [math.fsum(rolls) / (len(rolls) + EPS) for _, rolls, _ in rows]
+    a = [math.fsum(olds) / denominator(len(olds)) for olds, _, _ in rows]  # 0 for an empty row
+    b = [math.fsum(rolls) / denominator(len(rolls)) for _, rolls, _ in rows]
     d = [b_i - a_i for a_i, b_i in zip(a, b, strict=True)]
 
     all_ells = [ell for _, _, ells in rows for ell in ells]

@@ -45,13 +45,26 @@ from typing import Any
 
 import numpy as np
 
-# SPEC-AMBIGUITY: spec §1 makes the +1e-8 "part of the definition" and says results do not depend on
-# the mask dtype. In verl, `mask.sum(axis) + 1e-8` with an int64/bool mask is promoted by torch to
-# float32, where n + 1e-8 == n for every n ≥ 1, so the offset only survives with a float64 mask. The
-# oracle keeps it (the spec's reading, = verl with a float64 mask); the two differ by ≤ 1e-8/n
-# relative, which matters only against an absolute tolerance near zero (e.g. chi2_token − 1 terms).
+# verl's masked_mean divides by `mask.sum(axis) + 1e-8`. In training the mask is int64 or bool, so
+# torch promotes that sum plus a Python float to a float32 tensor, where n + 1e-8 == n for every
+# n ≥ 1 (n ≤ 2²⁴). The oracle evaluates the denominator the same way (:func:`_denominator`).
 EPS = 1e-8
-"""verl's masked_mean denominator offset (spec §1)."""
+"""verl's masked_mean denominator offset."""
+
+
+def _denominator(count: int) -> float:
+    """Σm + 1e-8 for an integer mask summing to ``count``, in float32 as torch computes it."""
+    return float(np.float32(count) + np.float32(EPS))
+
+
+def _pooled_std(b: _Batch, xs: list[list[float]]) -> float:
+    """sqrt(max(0, E[x²] − E[x]²)) over the valid tokens, written as the pooled mean of (x − x̄)²:
+    the same number without cancellation (a constant gives exactly 0); 0.0 for V ≤ 1."""
+    if b.V <= 1:
+        return 0.0
+    mean_x = b.pooled_mean(xs)
+    return math.sqrt(max(b.pooled_mean([[(x - mean_x) ** 2 for x in row] for row in xs]), 0.0))
+
 
 SAFETY_BOUND = 20.0
 """verl's SAFETY_BOUND (spec §1)."""
@@ -244,13 +257,14 @@ class _Batch:
     # --- verl_F reductions over per-token values given row by row (valid tokens only) ---------
 
     def pooled_mean(self, per_row: list[list[float]]) -> float:
-        """masked_mean(x, m) over the whole batch: Σ_valid x / (V + 1e-8)."""
-        return math.fsum(x for row in per_row for x in row) / (self.V + EPS)
+        """masked_mean(x, m) over the whole batch: Σ_valid x / (V + 1e-8) (float32 denominator)."""
+        return math.fsum(x for row in per_row for x in row) / _denominator(self.V)
 
     @staticmethod
     def masked_row_mean(values: list[float]) -> float:
-        """masked_mean(x, m, axis=-1) of one row: Σ_valid x / (n_i + 1e-8); 0 for an empty row."""
-        return math.fsum(values) / (len(values) + EPS)
+        """masked_mean(x, m, axis=-1) of one row: Σ_valid x / (n_i + 1e-8) (float32 denominator);
+        0 for an empty row."""
+        return math.fsum(values) / _denominator(len(values))
 
     def valid_rows(self) -> list[int]:
         """Indices of rows with at least one valid token."""
@@ -322,9 +336,7 @@ def _offpolicy_metrics(b: _Batch) -> dict[str, float]:
     out["log_ppl_diff_min"] = min(d)
     out["ppl_ratio"] = _row_mean([_exp(x) for x in d])  # arithmetic mean of exp(d_i)
     # chi2_token = masked_mean(exp(2·clamp ℓ)) − 1 ; chi2_seq = mean_i exp(2·clamp S_i) − 1
-    # SPEC-AMBIGUITY: "pooled token mean of exp(2·clamp(ℓ)) − 1" could put the −1 inside the
-    # (V + 1e-8)-denominator mean or outside; verl writes `masked_mean(rho_squared) - 1.0` (outside),
-    # which the oracle follows. Inside would differ by 1e-8/(V + 1e-8) (tests/reference.py does that).
+    # verl writes `masked_mean(rho_squared) - 1.0`: the −1 outside the mean.
     out["chi2_token"] = (
         b.pooled_mean([[math.exp(2.0 * _safe(ell)) for ell in ells] for ells in b.ells]) - 1.0
     )
@@ -456,12 +468,7 @@ def _importance_sampling(
     # std / ESS: x = clamp(W, 0, C_hi) (NEWEST) or clamp(R, 1/C, C) (SEED).
     clamp_lo = 0.0 if dialect == "latest" else c_lo
     xs = [[_clamp(x, clamp_lo, c_hi) for x in row] for row in stat]
-    if b.V > 1:
-        mean_x = b.pooled_mean(xs)
-        var = b.pooled_mean([[x * x for x in row] for row in xs]) - mean_x * mean_x
-        m["std"] = math.sqrt(max(var, 0.0))
-    else:
-        m["std"] = 0.0
+    m["std"] = _pooled_std(b, xs)
     x_bar = b.pooled_mean(xs)
     normalised_sq = b.pooled_mean([[(x / (x_bar + EPS)) ** 2 for x in row] for row in xs])
     if normalised_sq == 0.0:
@@ -675,13 +682,8 @@ def _rejection_latest(
             metrics[p + "fraction_low"] = (
                 _row_mean([1.0 if v < lower_l else 0.0 for v in values]) if is_k1 else 0.0
             )
-        if b.V > 1:
-            clamped = [[_clamp(x, lower_l, upper_u) for x in row] for row in s_t]  # L (k1) or 0, U
-            mean_c = b.pooled_mean(clamped)
-            var = b.pooled_mean([[x * x for x in row] for row in clamped]) - mean_c * mean_c
-            metrics[p + "std"] = math.sqrt(max(var, 0.0))
-        else:
-            metrics[p + "std"] = 0.0
+        clamped = [[_clamp(x, lower_l, upper_u) for x in row] for row in s_t]  # L (k1) or 0, U
+        metrics[p + "std"] = _pooled_std(b, clamped)
         metrics[p + "seq_mean"] = _row_mean(values)
         metrics[p + "seq_std"] = _unbiased_std(values)
         metrics[p + "seq_max"] = max(values)
@@ -786,12 +788,7 @@ def _rejection_legacy(
             [[1.0 if x < lower else 0.0 for x in row] for row in ratio]
         )
     xs = [[_clamp(x, lower, upper) for x in row] for row in ratio]
-    if b.V > 1:
-        mean_x = b.pooled_mean(xs)
-        var = b.pooled_mean([[x * x for x in row] for row in xs]) - mean_x * mean_x
-        m["std"] = math.sqrt(max(var, 0.0))
-    else:
-        m["std"] = 0.0
+    m["std"] = _pooled_std(b, xs)
     x_bar = b.pooled_mean(xs)
     normalised_sq = b.pooled_mean([[(x / (x_bar + EPS)) ** 2 for x in row] for row in xs])
     # SPEC-AMBIGUITY: with L = 0 and every ratio clamped to 0 this is 1/0 (ZeroDivisionError in verl);

@@ -512,11 +512,11 @@ def _hand_batch() -> PaddedStep:
 
 
 def _hand_expected() -> dict[str, float]:
-    eps = 1e-8
+    eps = 0.0  # verl adds 1e-8 to Σm, which vanishes in float32 for its integer mask
     rho = [0.4, 1.0, 3.0, 0.75]  # valid tokens' ρ = π_train / π_rollout
     ell = [LN(r) for r in rho]  # ℓ = log ρ
     v = 4  # valid tokens
-    # per-row masked means of the log-probs (denominator n_i + 1e-8)
+    # per-row masked means of the log-probs (denominator n_i)
     a0 = (LN(0.2) + LN(0.5) + LN(0.6)) / (3 + eps)  # training
     b0 = (LN(0.5) + LN(0.5) + LN(0.2)) / (3 + eps)  # rollout
     a1 = LN(0.6) / (1 + eps)
@@ -586,7 +586,7 @@ def test_hand_computed_legacy_veto() -> None:
     step = _hand_batch()
     want = {
         "rollout_corr/rollout_is_veto_fraction": 1 / 2,  # 1 vetoed row of B = 2
-        "rollout_corr/rollout_is_catastrophic_token_fraction": 1 / (4 + 1e-8),  # verl's eps
+        "rollout_corr/rollout_is_catastrophic_token_fraction": 1 / 4,  # Σm + 1e-8 = 4 in float32
         "rcdiag/veto_fraction": 1 / 2,
         "rcdiag/catastrophic_token_fraction": 1 / 4,  # rcdiag: exactly / V
     }
@@ -600,7 +600,7 @@ def test_hand_computed_legacy_veto() -> None:
 def test_hand_computed_clamp_and_empty_row() -> None:
     """row 0: one token, log π_rollout = −30, log π_train = −5 → ℓ = 25 (beyond the ±20 clamp);
     row 1: no valid token (garbage under the mask)."""
-    eps = 1e-8
+    eps = 0.0  # verl adds 1e-8 to Σm, which vanishes in float32 for its integer mask
     step = PaddedStep(
         step=0,
         rollout=np.array([[-30.0, NAN], [np.inf, NAN]]),
@@ -644,7 +644,7 @@ def test_hand_computed_clamp_and_empty_row() -> None:
 
 def test_hand_computed_negative_clamp_catastrophic() -> None:
     """One row, ℓ = (−30, 0): clamp to −20 in chi2; catastrophic at the default τ = 1e-4."""
-    eps = 1e-8
+    eps = 0.0  # verl adds 1e-8 to Σm, which vanishes in float32 for its integer mask
     step = PaddedStep(
         step=9,
         rollout=np.array([[-1.0, -2.0]]),
@@ -727,11 +727,8 @@ def test_identical_log_probs_mean_no_mismatch(step: PaddedStep) -> None:
     for metrics in (analysis.step_result(0).metrics, analysis.overall()):
         for name in ("kl", "k3_kl", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff"):
             assert abs(metrics[f"rollout_corr/{name}"]) <= 1e-12, name
-        # verl's masked_mean(ρ²) − 1 with ρ ≡ 1 is V/(V + 1e-8) − 1, not exactly 0
-        valid = int(step.mask.sum())
-        assert metrics["rollout_corr/chi2_token"] == pytest.approx(
-            -1e-8 / (valid + 1e-8), rel=1e-6, abs=1e-15
-        )
+        # verl's masked_mean(ρ²) − 1 with ρ ≡ 1 is V/V − 1 (Σm + 1e-8 = V in float32)
+        assert metrics["rollout_corr/chi2_token"] == 0.0
         assert metrics["rollout_corr/log_ppl_diff_max"] == pytest.approx(0.0, abs=1e-12)
         assert metrics["rollout_corr/log_ppl_diff_min"] == pytest.approx(0.0, abs=1e-12)
         assert metrics["rollout_corr/ppl_ratio"] == pytest.approx(1.0, abs=1e-12)

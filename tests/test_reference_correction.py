@@ -230,7 +230,7 @@ def test_is_metrics_latest_from_applied_legacy_from_raw():
     assert w_new is not None and w_old is not None
     np.testing.assert_allclose(w_new, [[2.0, 0.25]], rtol=1e-12)
     np.testing.assert_allclose(w_old, w_new, rtol=0)  # the weights are the same in both
-    den = 2 + 1e-8
+    den = 2  # Σm + 1e-8 evaluated in float32, as torch does for an int mask
     assert new[P + "rollout_is_mean"] == approx(2.25 / den)
     assert old_m[P + "rollout_is_mean"] == approx(4.25 / den)
     assert new[P + "rollout_is_max"] == 2.0 and old_m[P + "rollout_is_max"] == approx(4.0)
@@ -262,7 +262,7 @@ def test_sequence_is_metrics_read_raw_sums_over_all_rows():
     assert m[P + "rollout_is_min"] == 0.0
     assert m[P + "rollout_is_ratio_fraction_high"] == approx(1 / 3)  # plain row mean, no eps
     assert m[P + "rollout_is_ratio_fraction_low"] == approx(1 / 3)
-    s = [2.0 * 2 / (2 + 1e-8), math.exp(-20) * 2 / (2 + 1e-8), 0.0]
+    s = [2.0 * 2 / 2, math.exp(-20) * 2 / 2, 0.0]
     assert m[P + "rollout_is_seq_mean"] == approx(sum(s) / 3)
     assert m[P + "rollout_is_seq_min"] == 0.0  # the empty row
     assert m[P + "rollout_is_seq_max_deviation"] == approx(1.0)
@@ -275,8 +275,8 @@ def test_sequence_batch_norm_denominators_differ_by_dialect():
     old, rollout, mask = from_log_ratios([[0.1, 0.1], [-0.3], []])
     mask[2, :] = 0
     cfg = {"rollout_is": "sequence", "rollout_is_batch_normalize": True}
-    s0 = math.exp(0.2) * 2 / (2 + 1e-8)
-    s1 = math.exp(-0.3) * 1 / (1 + 1e-8)
+    s0 = math.exp(0.2) * 2 / 2
+    s1 = math.exp(-0.3) * 1 / 1
     expected = {"latest": (s0 + s1) / 2, "legacy": (s0 + s1) / 3}
     for dialect, mu in expected.items():
         w, _, m = reference_correction(old, rollout, mask, cfg, dialect)
@@ -286,7 +286,7 @@ def test_sequence_batch_norm_denominators_differ_by_dialect():
             w, [[math.exp(0.2) / mu] * 2, [math.exp(-0.3) / mu, 0.0], [0.0, 0.0]], rtol=1e-12
         )
         # metrics are taken before normalisation
-        assert m[P + "rollout_is_mean"] == approx((2 * math.exp(0.2) + math.exp(-0.3)) / (3 + 1e-8))
+        assert m[P + "rollout_is_mean"] == approx((2 * math.exp(0.2) + math.exp(-0.3)) / 3)
 
 
 def test_token_batch_norm_and_zero_mean_factor():
@@ -294,7 +294,7 @@ def test_token_batch_norm_and_zero_mean_factor():
     w, _, m = reference_correction(
         old, rollout, mask, {"rollout_is": "token", "rollout_is_batch_normalize": True}, "latest"
     )
-    mu = 3.0 / (3 + 1e-8)
+    mu = 3.0 / 3
     assert m[P + "rollout_is_batch_norm_factor"] == approx(mu)
     assert w is not None
     np.testing.assert_allclose(w, [[1.5 / mu, 0.5 / mu, 1.0 / mu]], rtol=1e-12)
@@ -400,14 +400,14 @@ def test_seq_options_exclude_empty_rows_but_overall_seq_fraction_includes_them()
     assert m[P + "rollout_rs_seq_sum_k2_min"] == approx(0.00005)
     assert m[P + "rollout_rs_seq_sum_k2_fraction_high"] == 0.5
     # mean is token-weighted over the broadcast row statistic
-    assert m[P + "rollout_rs_seq_sum_k2_mean"] == approx((2 * 0.25 + 2 * 0.00005) / (4 + 1e-8))
+    assert m[P + "rollout_rs_seq_sum_k2_mean"] == approx((2 * 0.25 + 2 * 0.00005) / 4)
     # std: pooled std of clamp(s_t, 0, 0.2) = {0.2, 0.2, 0.00005, 0.00005}
     c = [0.2, 0.2, 0.00005, 0.00005]
-    mean_c = sum(c) / (4 + 1e-8)
+    mean_c = sum(c) / 4
     assert m[P + "rollout_rs_seq_sum_k2_std"] == approx(
-        math.sqrt(sum(x * x for x in c) / (4 + 1e-8) - mean_c**2)
+        math.sqrt(sum(x * x for x in c) / 4 - mean_c**2)
     )
-    assert m[P + "rollout_rs_masked_fraction"] == approx(2 / (4 + 1e-8))
+    assert m[P + "rollout_rs_masked_fraction"] == approx(2 / 4)
 
 
 def test_seq_mean_k1_asymmetric_bounds_act_on_rollout_over_train():
@@ -418,15 +418,15 @@ def test_seq_mean_k1_asymmetric_bounds_act_on_rollout_over_train():
     _, new_mask, m = reference_correction(old, rollout, mask, cfg, "latest")
     np.testing.assert_array_equal(new_mask, [[1, 1], [0, 0], [1, 0], [1, 0]])
     lo, hi = math.log(0.6), math.log(1.6)
-    v = [-math.log(1.65) * 2 / (2 + 1e-8), -math.log(0.61) * 2 / (2 + 1e-8)]
-    v += [-math.log(1.62) / (1 + 1e-8), -math.log(0.63) / (1 + 1e-8)]
+    v = [-math.log(1.65) * 2 / 2, -math.log(0.61) * 2 / 2]
+    v += [-math.log(1.62) / 1, -math.log(0.63) / 1]
     assert m[P + "rollout_rs_seq_mean_k1_seq_fraction_high"] == 0.25  # 0.61 → k1 = 0.494 > log 1.6
     assert m[P + "rollout_rs_seq_mean_k1_seq_fraction_low"] == 0.0  # −log 1.65 = −0.5 ≥ log 0.6
     assert m[P + "rollout_rs_seq_mean_k1_seq_max_deviation"] == approx(max(abs(x) for x in v))
     clamped = [min(max(x, lo), hi) for x in (v[0], v[0], v[1], v[1], v[2], v[3])]
-    mean_c = sum(clamped) / (6 + 1e-8)
+    mean_c = sum(clamped) / 6
     assert m[P + "rollout_rs_seq_mean_k1_std"] == approx(
-        math.sqrt(sum(x * x for x in clamped) / (6 + 1e-8) - mean_c**2)
+        math.sqrt(sum(x * x for x in clamped) / 6 - mean_c**2)
     )
 
 
@@ -462,8 +462,8 @@ def test_legacy_geometric_rs_by_hand():
         | {P + n for n in OFFPOLICY_NAMES}
         | {P + n for n in VETO_NAMES}
     )
-    v = 9 + 1e-8
-    g = [0.0, 0.02 / (2 + 1e-8), -0.002 / (1 + 1e-8), 0.0, 0.0]  # masked mean ℓ (row 0 ≈ 0)
+    v = 9  # Σm + 1e-8 evaluated in float32
+    g = [0.0, 0.02 / 2, -0.002 / 1, 0.0, 0.0]  # masked mean ℓ (row 0 ≈ 0)
     assert m[P + "rollout_rs_masked_fraction"] == approx(3 / v)
     assert m[P + "rollout_rs_seq_masked_fraction"] == approx(2 / 5)  # column-0 flags, ALL rows
     assert m[P + "rollout_rs_max"] == approx(math.exp(g[1]))
@@ -491,9 +491,9 @@ def test_legacy_veto_by_hand():
     expected_mask[0, :3] = 1  # row 4 is now vetoed too
     np.testing.assert_array_equal(new_mask, expected_mask)
     assert m[P + "rollout_is_veto_fraction"] == approx(1 / 5)
-    assert m[P + "rollout_is_catastrophic_token_fraction"] == approx(1 / (9 + 1e-8))
+    assert m[P + "rollout_is_catastrophic_token_fraction"] == approx(1 / 9)
     # RS metrics do not see the veto
-    assert m[P + "rollout_rs_masked_fraction"] == approx(3 / (9 + 1e-8))
+    assert m[P + "rollout_rs_masked_fraction"] == approx(3 / 9)
     # veto alone (no RS): same rows, the raw ℓ with no clamp
     _, veto_only, m2 = reference_correction(
         old, rollout, mask, {"rollout_token_veto_threshold": 1e-4}, "legacy"
@@ -510,12 +510,10 @@ def test_legacy_token_and_sequence_rs_with_lower_bound():
     _, new_mask, m = reference_correction(old, rollout, mask, cfg, "legacy")
     np.testing.assert_array_equal(new_mask, [[1, 0, 1], [0, 1, 1]])
     assert m[P + "rollout_rs_seq_masked_fraction"] == 1.0
-    assert m[P + "rollout_rs_masked_fraction"] == approx(2 / (6 + 1e-8))
+    assert m[P + "rollout_rs_masked_fraction"] == approx(2 / 6)
     xs = [1.5, 0.4, 1.0, 2.0, 1.0, 1.0]  # clamp to [L, U] for std / ESS
-    mean_x = sum(xs) / (6 + 1e-8)
-    assert m[P + "rollout_rs_std"] == approx(
-        math.sqrt(sum(x * x for x in xs) / (6 + 1e-8) - mean_x**2)
-    )
+    mean_x = sum(xs) / 6
+    assert m[P + "rollout_rs_std"] == approx(math.sqrt(sum(x * x for x in xs) / 6 - mean_x**2))
     # sequence: ∏ρ = 0.45 and 2.5; L = 0 (preset seq_mis) keeps 0.45, U = 2 rejects 2.5
     cfg = {"rollout_rs": "sequence", "rollout_rs_threshold": 2.0, "rollout_rs_threshold_lower": 0.0}
     _, new_mask, m = reference_correction(old, rollout, mask, cfg, "legacy")

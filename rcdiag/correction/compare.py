@@ -75,7 +75,7 @@ class PresetComparison:
         >>> c.update(RaggedBatch(rollout=np.log([0.1, 0.5]), old=np.log([0.5, 0.5]),
         ...     mask=np.array([True, True]), offsets=np.array([0, 2]), steps=np.array([0])))
         >>> c.metrics("tis")["rollout_corr/rollout_is_mean"]  # (min(5, 2) + 1) / 2
-        1.4999999925
+        1.5
     """
 
     def __init__(self, configs: Sequence[NamedConfig]) -> None:

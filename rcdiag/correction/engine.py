@@ -8,7 +8,9 @@ overall value is the whole dump as one batch.
 
 Notation as in :mod:`rcdiag.metrics.offpolicy`; further, R is the raw weight (exp of the clamped
 token ℓ or row sum S_i), W the applied weight (TIS: min(R, hi); IcePop: R inside [lo, hi], else 0),
-ε = 1e-8, V valid tokens, B rows, N⁺ rows with at least one valid token.
+V valid tokens, B rows, N⁺ rows with at least one valid token. verl's masked means divide by
+Σm + 1e-8, which for its integer masks is exactly the count (:func:`~rcdiag.metrics.offpolicy.count_divisor`):
+a pooled mean divides by V, a row's by n_i.
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ import numpy as np
 
 from rcdiag.correction.config import CorrectionPlan, Criterion, ISPlan, LegacyRejection
 from rcdiag.metrics.grouped import Kind, Moments
-from rcdiag.metrics.offpolicy import MASKED_MEAN_EPS as EPS
-from rcdiag.metrics.offpolicy import SAFETY_BOUND, masked_log_ratio
+from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor, masked_log_ratio
 from rcdiag.metrics.ragged import (
     F64,
     Bool,
@@ -83,8 +84,9 @@ class TokenView:
         return np.repeat(per_row, self.lengths)
 
     def row_mean(self, token_values: F64) -> F64:
-        """verl's per-row masked mean Σ_valid x / (n_i + ε); token_values must be 0 where invalid."""
-        return segment_sum(token_values, self.offsets) / (self.n + EPS)
+        """verl's per-row masked mean Σ_valid x / n_i (0 for an empty row); token_values must be 0
+        where invalid."""
+        return segment_sum(token_values, self.offsets) / count_divisor(self.n)
 
     def token_moments(self, token_values: F64) -> Moments:
         """Per-row count, mean and M2 of the values at valid positions."""
@@ -122,17 +124,13 @@ class TokenView:
 # Shared formulas
 
 
-def pooled_std(n: float, mean: float, m2: float) -> float:
-    """verl's sqrt(max(0, E[x²] − E[x]²)) with E = Σ / (V + ε), computed without cancellation.
+def pooled_std(n: float, m2: float) -> float:
+    """verl's sqrt(max(0, E[x²] − E[x]²)) with E = Σ / V, computed without cancellation.
 
-    With A = Σx, D = V + ε: Σx²/D − A²/D² = M2/D + ε·A²/(V·D²), M2 = Σ(x − A/V)². Returns 0.0 when
+    E[x²] − E[x]² = M2 / V with M2 = Σ(x − x̄)² (docs/metrics.md, "Masked means"). Returns 0.0 when
     V ≤ 1, as verl does.
     """
-    if n <= 1:
-        return 0.0
-    total = mean * n
-    denominator = n + EPS
-    return math.sqrt(max(0.0, m2 / denominator + EPS * total * total / (n * denominator**2)))
+    return math.sqrt(max(0.0, m2 / n)) if n > 1 else 0.0
 
 
 def unbiased_std(n: float, m2: float) -> float:
@@ -237,7 +235,7 @@ def weight_row_stats(
 def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
     """The 14 weight metrics under ``prefix`` (e.g. ``rollout_corr/rollout_is_``), spec §3.1."""
     rows = get("rows")
-    pooled = get("valid_tokens") + EPS
+    pooled = get("valid_tokens")
     band_n, band_mean = get("band.n"), get("band.mean")
     band_bar = band_n * band_mean / pooled
     if token_level:
@@ -254,8 +252,9 @@ def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
         f"{prefix}min": bottom,
         f"{prefix}ratio_fraction_high": high,
         f"{prefix}ratio_fraction_low": low,
-        f"{prefix}std": pooled_std(band_n, band_mean, get("band.m2")),
-        f"{prefix}eff_sample_size": divide(pooled * (band_bar + EPS) ** 2, get("band_sq")),
+        f"{prefix}std": pooled_std(band_n, get("band.m2")),
+        # verl: 1 / pooled mean of (x / (x̄ + 1e-8))², the 1e-8 added in float64
+        f"{prefix}eff_sample_size": divide(pooled * (band_bar + 1e-8) ** 2, get("band_sq")),
         f"{prefix}seq_mean": get("seq.mean"),
         f"{prefix}seq_std": unbiased_std(get("seq.n"), get("seq.m2")),
         f"{prefix}seq_max": get("seq_max"),
@@ -334,7 +333,7 @@ class Importance(Component):
     def batch_norm_factor(self, get: Getter) -> float:
         """μ of spec §3 step 5, or 1.0 when μ ≤ 1e-8 (weights then left unchanged)."""
         if self.plan.level == "token":
-            mu = get("applied_sum") / (get("valid_tokens") + EPS)
+            mu = get("applied_sum") / get("valid_tokens")
         else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
             rows = get("rows") if self.dialect == "legacy" else get("nonempty_rows")
             mu = get("applied_row_mean") / rows if rows else 0.0
@@ -344,7 +343,7 @@ class Importance(Component):
         prefix = "rollout_corr/rollout_is_"
         metrics = weight_metrics(get, prefix, self.plan.level == "token")
         if self.plan.icepop:
-            metrics[f"{prefix}oob_ratio"] = get("oob") / (get("valid_tokens") + EPS)
+            metrics[f"{prefix}oob_ratio"] = get("oob") / get("valid_tokens")
         if self.plan.batch_normalize:
             metrics[f"{prefix}batch_norm_factor"] = self.batch_norm_factor(get)
         return metrics
@@ -461,7 +460,7 @@ class Rejection(Component):
         return stats
 
     def metrics(self, get: Getter) -> Metrics:
-        pooled = get("valid_tokens") + EPS
+        pooled = get("valid_tokens")
         nonempty = get("nonempty_rows")
         is_k1 = self.criterion.divergence == "k1"
         per = pooled if self.criterion.aggregation == "token" else nonempty
@@ -472,7 +471,7 @@ class Rejection(Component):
             f"{p}min": get("min"),
             f"{p}fraction_high": get("high") / per,
             f"{p}fraction_low": get("low") / per if is_k1 else 0.0,
-            f"{p}std": pooled_std(get("band.n"), get("band.mean"), get("band.m2")),
+            f"{p}std": pooled_std(get("band.n"), get("band.m2")),
             f"{p}seq_mean": get("seq.mean"),
             f"{p}seq_std": unbiased_std(get("seq.n"), get("seq.m2")),
             f"{p}seq_max": get("seq_max"),
@@ -509,7 +508,7 @@ class LegacyRejectionRule(Component):
         level = self.rule.level
         if level == "token":
             return np.where(view.mask, np.exp(view.clamped), 0.0), None
-        row = view.seq_sum if level == "sequence" else view.seq_sum / (view.n + EPS)
+        row = view.seq_sum if level == "sequence" else view.row_mean(view.log_ratio)
         ratio = view.broadcast(np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND)))
         return np.where(view.mask, ratio, 0.0), row
 
@@ -545,7 +544,7 @@ class LegacyRejectionRule(Component):
     def metrics(self, get: Getter) -> Metrics:
         prefix = "rollout_corr/rollout_rs_"
         metrics = weight_metrics(get, prefix, self.rule.level == "token")
-        metrics[f"{prefix}masked_fraction"] = get("rejected") / (get("valid_tokens") + EPS)
+        metrics[f"{prefix}masked_fraction"] = get("rejected") / get("valid_tokens")
         metrics[f"{prefix}seq_masked_fraction"] = get("rejected_row_flags") / get("rows")
         return metrics
 
@@ -574,7 +573,7 @@ class Veto(Component):
         return {
             "rollout_corr/rollout_is_veto_fraction": get("vetoed_rows") / get("rows"),
             "rollout_corr/rollout_is_catastrophic_token_fraction": get("catastrophic")
-            / (get("valid_tokens") + EPS),
+            / get("valid_tokens"),
         }
 
 
@@ -691,8 +690,7 @@ class Outcome(Component):
         if not self.plan.criteria:
             return {}
         return {
-            "rollout_corr/rollout_rs_masked_fraction": get("rejected")
-            / (get("valid_tokens") + EPS),
+            "rollout_corr/rollout_rs_masked_fraction": get("rejected") / get("valid_tokens"),
             "rollout_corr/rollout_rs_seq_masked_fraction": get("rejected_rows") / get("rows"),
         }
 

@@ -2,8 +2,9 @@
 
 Notation (spec §1): per token ℓ = log π_train − log π_rollout (``old − rollout``), ρ = exp ℓ, valid
 tokens are those with mask ≠ 0. Per row i: n_i valid tokens, S_i = Σ_valid ℓ, a_i / b_i = masked mean of
-the training / rollout log-probs (Σ / (n_i + 1e-8), so 0 for an empty row), d_i = b_i − a_i. "Pooled"
-means Σ over all valid tokens of the batch divided by (V + 1e-8), V = Σ n_i. Row means run over all B
+the training / rollout log-probs (Σ / n_i, and 0 for an empty row), d_i = b_i − a_i. "Pooled" means
+Σ over all valid tokens of the batch divided by V = Σ n_i. verl writes these divisors as Σm + 1e-8,
+which for its integer masks is exactly the count (:func:`count_divisor`). Row means run over all B
 rows, empty rows included. Clamping to ±20 happens exactly where verl clamps (chi2_token, chi2_seq and
 the IS-style weights), never in kl or k3_kl.
 
@@ -24,8 +25,7 @@ from rcdiag.metrics.ragged import F64, RaggedBatch, segment_max, segment_sum
 SAFETY_BOUND = 20.0
 """verl clamps log ratios to [−20, 20] before exponentiating them (spec §1)."""
 
-MASKED_MEAN_EPS = 1e-8
-"""verl's masked_mean divides by Σm + 1e-8 (spec §1)."""
+_LN2 = float(np.log(2.0))
 
 DEFAULT_VETO_THRESHOLD = 1e-4
 """τ of verl's legacy geometric presets: a token with ρ < τ is catastrophic (spec §4.3)."""
@@ -91,7 +91,6 @@ ROW_STATISTICS: dict[str, Kind] = {
     "ppl_ratio": "sum",
     "log_ratio": "sum",
     "k3": "sum",
-    "chi2_token": "sum",
     "chi2_seq": "sum",
     "token_weight": "sum",
     "token_weight_sq": "sum",
@@ -129,29 +128,48 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
         return _row_statistics(batch, log_ratio, veto_threshold)
 
 
+def count_divisor(count: F64) -> F64:
+    """verl's masked-mean divisor Σm + 1e-8 as torch evaluates it for an integer or bool mask.
+
+    The sum of such a mask is an integer; adding 1e-8 promotes it to float32, where the 1e-8
+    vanishes: the divisor is exactly the count n of valid tokens (docs/metrics.md, "Masked means").
+    An empty mask sums to 0 over 0 tokens, so any positive divisor gives verl's 0; 1 is used.
+
+    Example:
+        >>> count_divisor(np.array([0.0, 1.0, 7.0]))
+        array([1., 1., 7.])
+    """
+    return np.maximum(count, 1.0)
+
+
 def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
     offsets, mask = batch.offsets, batch.mask
     ell = log_ratio
     n = segment_sum(mask, offsets)
-    length_denominator = n + MASKED_MEAN_EPS
-    a = segment_sum(np.where(mask, batch.old, 0.0), offsets) / length_denominator
-    b = segment_sum(np.where(mask, batch.rollout, 0.0), offsets) / length_denominator
-    d = b - a
+    divisor = count_divisor(n)
+    old_sum = segment_sum(np.where(mask, batch.old, 0.0), offsets)
     seq_sum = segment_sum(ell, offsets)
+    a = old_sum / divisor
+    b = (old_sum - seq_sum) / divisor  # Σ rollout = Σ old − Σ ℓ over the valid tokens
+    d = b - a
 
-    expm1_ell = np.expm1(ell)
+    expm1_ell = np.expm1(ell)  # ρ − 1, exactly 0 at invalid positions (ℓ = 0 there)
     abs_ell = np.abs(ell)
-    # Clamping usually changes nothing; then skip that pass over the tokens.
-    needs_clamp = abs_ell.max(initial=0.0) > SAFETY_BOUND
-    clamped = np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND) if needs_clamp else ell
-    rho = expm1_ell + 1.0
-    # Summed directly (not as Σ(w − 1) + n): tiny weights would cancel against the ones.
-    token_weight = np.where(mask, np.exp(clamped), 0.0)
+    abs_max = segment_max(abs_ell, offsets, empty=0.0)
+    # Clamping usually changes nothing; then the weights reuse ρ − 1 instead of exponentiating again.
+    needs_clamp = abs_max.max(initial=0.0) > SAFETY_BOUND
+    expm1_clamped = (
+        np.expm1(np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)) if needs_clamp else expm1_ell
+    )
+    # w = exp(clamp ℓ) at valid tokens, 0 elsewhere; summed directly (not as Σ(w − 1) + n), so tiny
+    # weights do not cancel against the ones.
+    token_weight = expm1_clamped + mask
     seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
     nonempty = n > 0
-    catastrophic = segment_sum((ell < np.log(veto_threshold)) & mask, offsets)
-
-    chi2_token = segment_sum(np.expm1(2.0 * clamped), offsets)
+    catastrophic_flags = ell < np.log(veto_threshold)
+    if veto_threshold > 1.0:  # log τ > 0 = ℓ at invalid positions: those must not count
+        catastrophic_flags &= mask
+    catastrophic = segment_sum(catastrophic_flags, offsets)
     return {
         "rows": np.ones(batch.rows),
         "positions": batch.lengths.astype(np.float64),
@@ -168,16 +186,16 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "ppl_ratio": np.exp(d),
         "log_ratio": seq_sum,
         "k3": segment_sum(expm1_ell - ell, offsets),
-        "chi2_token": chi2_token,
         "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
         "token_weight": segment_sum(token_weight, offsets),
         "token_weight_sq": segment_sum(token_weight * token_weight, offsets),
         "seq_weight": np.where(nonempty, seq_weight, 0.0),
         "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
         "abs_log_ratio": segment_sum(abs_ell, offsets),
-        "abs_log_ratio_max": segment_max(abs_ell, offsets, empty=0.0),
-        "outside_0.9_1.1": segment_sum((rho < 0.9) | (rho > 1.1), offsets),
-        "outside_0.5_2": segment_sum((rho < 0.5) | (rho > 2.0), offsets),
+        "abs_log_ratio_max": abs_max,
+        # |ρ − 1| > 0.1 is ρ ∉ [0.9, 1.1]; |ℓ| > ln 2 is ρ ∉ [0.5, 2] (0 at invalid positions)
+        "outside_0.9_1.1": segment_sum(np.abs(expm1_ell) > 0.1, offsets),
+        "outside_0.5_2": segment_sum(abs_ell > _LN2, offsets),
         "catastrophic_tokens": catastrophic,
         "vetoed_rows": (catastrophic > 0).astype(np.float64),
         "length_max": n,
@@ -192,8 +210,9 @@ def offpolicy_metrics(
     """Metrics of one batch (a step, or the whole dump) from its summed row statistics.
 
     .. math::
-        \\mathrm{kl} = \\frac{\\sum_{valid} -\\ell}{V + 10^{-8}},\\quad
-        \\mathrm{k3\\_kl} = \\frac{\\sum_{valid} e^{\\ell} - \\ell - 1}{V + 10^{-8}},\\quad
+        \\mathrm{kl} = \\frac{\\sum_{valid} -\\ell}{V},\\quad
+        \\mathrm{k3\\_kl} = \\frac{\\sum_{valid} e^{\\ell} - \\ell - 1}{V},\\quad
+        \\chi^2_{token} = \\frac{\\sum_{valid} e^{2\\,\\mathrm{clamp}(\\ell)}}{V} - 1,\\quad
         \\chi^2_{seq} = \\frac{1}{B}\\sum_i e^{2\\,\\mathrm{clamp}(S_i)} - 1
 
     and likewise for every name of :data:`VERL_OFFPOLICY_METRICS` (spec §2). rcdiag's own metrics:
@@ -219,7 +238,7 @@ def offpolicy_metrics(
     names += RCDIAG_METRICS
     if valid == 0:
         return dict.fromkeys(names)
-    pooled = valid + MASKED_MEAN_EPS
+    pooled = valid  # verl's Σm + 1e-8 in float32 (see count_divisor); V ≥ 1 here
     out: dict[str, float | None] = {
         "rollout_corr/training_ppl": stats["training_ppl"] / rows,
         "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
@@ -232,8 +251,8 @@ def offpolicy_metrics(
         "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
         "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
         "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
-        # verl: masked_mean(ρ²) − 1 = Σ(ρ² − 1)/(V + ε) − ε/(V + ε), the latter without cancellation
-        "rollout_corr/chi2_token": (stats["chi2_token"] - MASKED_MEAN_EPS) / pooled,
+        # verl: masked_mean(ρ²) − 1 with ρ² = exp(2·clamp ℓ) = w²
+        "rollout_corr/chi2_token": stats["token_weight_sq"] / pooled - 1.0,
         "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
     }
     if legacy_veto is not None:
