@@ -1,16 +1,20 @@
-"""Benchmark: `rcdiag analyze` against merely reading the same parquet columns with pyarrow.
+"""Benchmark: every command that reads a dump, against merely reading the same columns with pyarrow.
 
 Generates (once, cached under benchmarks/data/) a dump of about 50 million valid tokens as hive step
 shards, then runs, each in a fresh subprocess so peak memory is measured per run:
 
-* ``read``     — pyarrow iterating the same three columns in record batches (the floor);
-* ``analyze``  — ``rcdiag analyze DIR --json …`` on the whole dump;
-* ``analyze½`` — the same on half of the steps, to show memory does not grow with the dump;
-* ``compare``  — ``rcdiag compare-presets DIR`` with every preset of the latest dialect (one pass).
+* ``read``      — pyarrow iterating the same three columns in record batches (the floor);
+* ``analyze``   — ``rcdiag analyze DIR --json …`` on the whole dump;
+* ``analyze½``  — the same on half of the steps, to show memory does not grow with the dump;
+* ``compare``   — ``rcdiag compare-presets DIR`` with every preset of the latest dialect (one pass);
+* ``report``    — ``rcdiag report DIR -o …`` (analysis, presets, sweeps, profile: one pass);
+* ``baseline``  — ``rcdiag baseline DIR -o …`` (analysis and bootstrap, untimed target);
+* ``check``     — ``rcdiag check DIR --baseline …`` (default rules, bootstrap drift).
 
-Prints wall times, the ratio analyze / read, and peak RSS of each. Usage:
+Prints a table of wall times, each command's ratio to the bare read and to ``analyze``, peak RSS, and
+the targets. Each figure is the best of ``--repeat`` runs. Usage:
 
-    python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50]
+    python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def peak_rss_of(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one command, measured with a fresh wrapper process."""
     wrapper = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
-        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+        "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     out = subprocess.run(
@@ -83,31 +87,50 @@ def main() -> None:
         (dump / ".complete").touch()
     half = [str(dump / f"step={s}") for s in range(args.steps // 2)]
     rcdiag = [sys.executable, "-m", "rcdiag.cli"]
-    out_json = args.data / "bench_out.json"
+    out = args.data / "out"
+    out.mkdir(exist_ok=True)
+    out_json = out / "analyze.json"
+    baseline = out / "baseline.json"
     runs = {
         "read": [sys.executable, "-c", READ_SCRIPT, str(dump)],
         "analyze": [*rcdiag, "analyze", str(dump), "--quiet", "--json", str(out_json)],
         "analyze_half": [*rcdiag, "analyze", *half, "--quiet"],
         "compare": [*rcdiag, "compare-presets", str(dump), "--quiet"],
+        "report": [*rcdiag, "report", str(dump), "--quiet", "-o", str(out / "report.html")],
+        "baseline": [*rcdiag, "baseline", str(dump), "--quiet", "-o", str(baseline)],
+        "check": [*rcdiag, "check", str(dump), "--quiet", "--baseline", str(baseline)],
     }
-    results = {}
+    results: dict[str, tuple[float, float]] = {}
     for name, cmd in runs.items():
         best = min((peak_rss_of(cmd) for _ in range(args.repeat)), key=lambda r: r[0])
         results[name] = best
         print(f"{name:>13}: {best[0]:7.2f} s   peak RSS {best[1]:7.0f} MB", flush=True)
     document = json.loads(out_json.read_text())
     tokens = document["source"]["valid_tokens"]
-    ratio = results["analyze"][0] / results["read"][0]
-    print(f"valid tokens: {tokens:,}  ({tokens / results['analyze'][0] / 1e6:.1f} M tokens/s)")
-    print(f"ratio analyze / read: {ratio:.2f}x   (target <= 3x)")
+    read, analyze = results["read"][0], results["analyze"][0]
+    print(f"\nvalid tokens: {tokens:,}  ({tokens / analyze / 1e6:.1f} M tokens/s in analyze)\n")
+    targets = {
+        "analyze": ("read", 1.5),
+        "compare": ("analyze", 2.0),
+        "report": ("analyze", 3.0),
+        "check": ("analyze", None),
+    }
+    print("| command | seconds | × read | × analyze | peak RSS MB | target |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for name, (seconds, rss) in results.items():
+        target = targets.get(name)
+        wanted = f"≤ {target[1]}× {target[0]}" if target and target[1] else ""
+        print(
+            f"| {name} | {seconds:.2f} | {seconds / read:.2f} | {seconds / analyze:.2f} | "
+            f"{rss:.0f} | {wanted} |"
+        )
+    peak = max(rss for _, rss in results.values())
     print(
-        f"ratio compare-presets (19 presets) / analyze: "
-        f"{results['compare'][0] / results['analyze'][0]:.2f}x   (target < 4x)"
+        f"\npeak RSS whole / half dump (analyze): {results['analyze'][1]:.0f} / "
+        f"{results['analyze_half'][1]:.0f} MB; largest of any command {peak:.0f} MB (target < 600)"
     )
-    print(
-        f"peak RSS whole / half dump: {results['analyze'][1]:.0f} / "
-        f"{results['analyze_half'][1]:.0f} MB   (target < 1500 MB, flat)"
-    )
+    check_rc = subprocess.run(runs["check"], stdout=subprocess.DEVNULL).returncode
+    print(f"check exit code on its own baseline: {check_rc} (0 expected)")
 
 
 if __name__ == "__main__":
