@@ -103,6 +103,12 @@ ROW_STATISTICS: dict[str, Kind] = {
     "catastrophic_tokens": "sum",
     "vetoed_rows": "sum",
     "length_max": "max",
+    "log_ratio_sq": "sum",
+    "log_ratio_by_n": "sum",
+    "valid_sq": "sum",
+    "token_weight_row_sq": "sum",
+    "token_weight_by_n": "sum",
+    "weight_abs_dev": "sum",
 }
 """The per-row sufficient statistics and how each combines across rows."""
 
@@ -164,12 +170,15 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
     # w = exp(clamp ℓ) at valid tokens, 0 elsewhere; summed directly (not as Σ(w − 1) + n), so tiny
     # weights do not cancel against the ones.
     token_weight = expm1_clamped + mask
+    weight_deviation = np.abs(expm1_clamped)  # |w − 1| at valid tokens, 0 elsewhere
+    rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
     seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
     nonempty = n > 0
     catastrophic_flags = ell < np.log(veto_threshold)
     if veto_threshold > 1.0:  # log τ > 0 = ℓ at invalid positions: those must not count
         catastrophic_flags &= mask
     catastrophic = segment_sum(catastrophic_flags, offsets)
+    row_weight = segment_sum(token_weight, offsets)
     return {
         "rows": np.ones(batch.rows),
         "positions": batch.lengths.astype(np.float64),
@@ -187,18 +196,25 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "log_ratio": seq_sum,
         "k3": segment_sum(expm1_ell - ell, offsets),
         "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
-        "token_weight": segment_sum(token_weight, offsets),
+        "token_weight": row_weight,
         "token_weight_sq": segment_sum(token_weight * token_weight, offsets),
         "seq_weight": np.where(nonempty, seq_weight, 0.0),
         "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
         "abs_log_ratio": segment_sum(abs_ell, offsets),
         "abs_log_ratio_max": abs_max,
         # |ρ − 1| > 0.1 is ρ ∉ [0.9, 1.1]; |ℓ| > ln 2 is ρ ∉ [0.5, 2] (0 at invalid positions)
-        "outside_0.9_1.1": segment_sum(np.abs(expm1_ell) > 0.1, offsets),
+        "outside_0.9_1.1": segment_sum(rho_deviation > 0.1, offsets),
         "outside_0.5_2": segment_sum(abs_ell > _LN2, offsets),
         "catastrophic_tokens": catastrophic,
         "vetoed_rows": (catastrophic > 0).astype(np.float64),
         "length_max": n,
+        # sequence-level second moments for clustered standard errors (docs/diagnosis.md)
+        "log_ratio_sq": seq_sum * seq_sum,
+        "log_ratio_by_n": seq_sum * n,
+        "valid_sq": n * n,
+        "token_weight_row_sq": row_weight * row_weight,
+        "token_weight_by_n": row_weight * n,
+        "weight_abs_dev": segment_sum(weight_deviation, offsets),
     }
 
 

@@ -31,6 +31,8 @@ class RaggedBatch:
         source: where the rows come from (a file path), for reports; may be empty.
         row_index: each row's position in ``source``, int64 [B], when known.
         uids: each row's prompt-group id (the dump's ``uid`` column), when read.
+        lags: each row's policy lag (optimizer steps the rollout policy was behind the trainer,
+            the dump's optional ``policy_lag`` column), int64 [B], when the dump records it.
     """
 
     rollout: F64
@@ -41,6 +43,7 @@ class RaggedBatch:
     source: str = ""
     row_index: I64 | None = None
     uids: np.ndarray | None = None
+    lags: I64 | None = None
 
     def __post_init__(self) -> None:
         n = self.offsets[-1] if self.offsets.size else 0
@@ -82,6 +85,7 @@ class RaggedBatch:
             source=self.source,
             row_index=None if self.row_index is None else self.row_index[keep],
             uids=None if self.uids is None else self.uids[keep],
+            lags=None if self.lags is None else self.lags[keep],
         )
 
 

@@ -1,0 +1,1 @@
+"""Decisions from measured figures: the metric registry, the diagnosis, the verdict and the advice."""

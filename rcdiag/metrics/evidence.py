@@ -1,0 +1,171 @@
+"""Streaming evidence for telling a dump bug from a real mismatch (docs/diagnosis.md).
+
+Pure: per-row sufficient statistics of one :class:`~rcdiag.metrics.ragged.RaggedBatch`, summed per
+step like every other statistic (:class:`~rcdiag.metrics.grouped.GroupedStats`), so the diagnosis is
+as streamable, mergeable and batch-size independent as the metrics.
+
+Two kinds of evidence are collected on the **prefix sample**: the first :data:`PREFIX_POSITIONS`
+positions of every response (a fixed, deterministic sample whatever the batching; all of a short
+response). With x = log π_rollout and y = log π_train at valid positions:
+
+* **Alignment**: D_s = Σ |y_t − x_{t+s}| over the pairs of valid positions t, t + s of one response,
+  for shifts s ∈ :data:`SHIFTS`, with their counts. Aligned columns make D_0 / N_0 the smallest; a
+  training column scored one token late (or early) makes D_{±1} / N_{±1} much smaller than D_0 / N_0.
+* **Tempering**: n, Σx, Σy, Σx², Σxy, Σy² over valid positions, for the least-squares line
+  y ≈ a + b·x. Log-probs of one model at temperatures T_rollout and T_train satisfy, token by token,
+  y = (T_rollout / T_train)·x + c_t, so b estimates the temperature ratio; numerical noise leaves
+  b ≈ 1. Rows with a nonzero policy lag are left out when the dump records one (a newer policy
+  can be sharper, which is staleness, not a forgotten temperature).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from rcdiag.metrics.grouped import GroupedStats, Kind
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_sum
+
+PREFIX_POSITIONS = 64
+"""Positions of each response in the prefix sample."""
+
+SHIFTS: tuple[int, ...] = (-2, -1, 0, 1, 2)
+"""Offsets s of the training column against the rollout column that the alignment test tries."""
+
+Evidence = Literal["alignment", "tempering"]
+
+EVIDENCE_STATISTICS: dict[str, Kind] = {
+    **{f"shift_{s}_abs": "sum" for s in SHIFTS},
+    **{f"shift_{s}_pairs": "sum" for s in SHIFTS},
+    "fit_n": "sum",
+    "fit_x": "sum",
+    "fit_y": "sum",
+    "fit_xx": "sum",
+    "fit_xy": "sum",
+    "fit_yy": "sum",
+}
+"""The per-row sums of the prefix sample and how they combine."""
+
+
+def prefix_positions(offsets: I64, limit: int = PREFIX_POSITIONS) -> tuple[I64, I64]:
+    """Flat indices of the first ``limit`` positions of every row, and the sample's row offsets.
+
+    Example:
+        >>> prefix_positions(np.array([0, 3, 3, 8]), limit=2)
+        (array([0, 1, 3, 4]), array([0, 2, 2, 4]))
+    """
+    take = np.minimum(np.diff(offsets), limit)
+    sample_offsets = np.zeros(take.size + 1, dtype=np.int64)
+    np.cumsum(take, out=sample_offsets[1:])
+    within = np.arange(sample_offsets[-1], dtype=np.int64) - np.repeat(sample_offsets[:-1], take)
+    return np.repeat(offsets[:-1], take) + within, sample_offsets
+
+
+def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
+    """Per-row sums of :data:`EVIDENCE_STATISTICS` on the batch's prefix sample."""
+    index, offsets = prefix_positions(batch.offsets)
+    x, y, valid = batch.rollout[index], batch.old[index], batch.mask[index]
+    x = np.where(valid, x, 0.0)
+    y = np.where(valid, y, 0.0)
+    row_of = np.repeat(np.arange(batch.rows), np.diff(offsets))
+    stats: dict[str, F64] = {}
+    for s in SHIFTS:
+        # pairs (t, t + s) inside one row: y at t against x at t + s
+        lo, hi = max(0, -s), index.size - max(0, s)
+        t = np.arange(lo, hi)
+        pair = valid[t] & valid[t + s] & (row_of[t] == row_of[t + s])
+        gap = np.where(pair, np.abs(y[t] - x[t + s]), 0.0)
+        stats[f"shift_{s}_abs"] = _row_sums(gap, row_of[t], batch.rows)
+        stats[f"shift_{s}_pairs"] = _row_sums(pair, row_of[t], batch.rows)
+    fitted = valid if batch.lags is None else valid & (np.repeat(batch.lags, np.diff(offsets)) == 0)
+    xf, yf = np.where(fitted, x, 0.0), np.where(fitted, y, 0.0)
+    stats["fit_n"] = segment_sum(fitted, offsets)
+    stats["fit_x"] = segment_sum(xf, offsets)
+    stats["fit_y"] = segment_sum(yf, offsets)
+    stats["fit_xx"] = segment_sum(xf * xf, offsets)
+    stats["fit_xy"] = segment_sum(xf * yf, offsets)
+    stats["fit_yy"] = segment_sum(yf * yf, offsets)
+    return stats
+
+
+def _row_sums(values: np.ndarray, rows: I64, size: int) -> F64:
+    return np.bincount(rows, weights=values, minlength=size).astype(np.float64)
+
+
+def mean_gap(stats: dict[str, float], shift: int) -> float | None:
+    """Mean |log π_train(t) − log π_rollout(t + shift)| over the sampled pairs (None without any)."""
+    pairs = stats[f"shift_{shift}_pairs"]
+    return stats[f"shift_{shift}_abs"] / pairs if pairs else None
+
+
+def fit_slope(stats: dict[str, float]) -> tuple[float, float] | None:
+    """Least-squares slope b of log π_train on log π_rollout and the correlation r.
+
+    b = S_xy / S_xx and r = S_xy / √(S_xx·S_yy) with centred sums S; None with fewer than 3
+    points or no spread.
+    """
+    n = stats["fit_n"]
+    if n < 3:
+        return None
+    sxx = stats["fit_xx"] - stats["fit_x"] ** 2 / n
+    syy = stats["fit_yy"] - stats["fit_y"] ** 2 / n
+    sxy = stats["fit_xy"] - stats["fit_x"] * stats["fit_y"] / n
+    if sxx <= 0 or syy <= 0:
+        return None
+    return sxy / sxx, sxy / float(np.sqrt(sxx * syy))
+
+
+LAG_STATISTICS: dict[str, Kind] = {
+    "rows": "sum",
+    "valid": "sum",
+    "ell": "sum",
+    "abs": "sum",
+    "k3": "sum",
+}
+"""Sums kept per policy lag."""
+
+
+class LagBreakdown:
+    """The mismatch per policy lag (optimizer steps the rollout policy was behind), when recorded.
+
+    Per lag value: valid tokens, Σ ℓ, Σ |ℓ| and Σ (e^ℓ − 1 − ℓ), so kl, mean |Δ log p| and k3_kl per lag
+    follow with the same formulas as the overall metrics.
+    """
+
+    def __init__(self) -> None:
+        self.stats = GroupedStats(LAG_STATISTICS)
+
+    def update(self, batch: RaggedBatch, row_sums: dict[str, F64]) -> None:
+        """Fold one batch; ``row_sums`` holds the batch's per-row ``valid_tokens``, ``log_ratio``,
+        ``abs_log_ratio`` and ``k3`` (from the row statistics already computed)."""
+        if batch.lags is None or batch.rows == 0:
+            return
+        slots = self.stats.slots_for(batch.lags)
+        self.stats.add(
+            slots,
+            {
+                "rows": np.ones(batch.rows),
+                "valid": row_sums["valid_tokens"],
+                "ell": row_sums["log_ratio"],
+                "abs": row_sums["abs_log_ratio"],
+                "k3": row_sums["k3"],
+            },
+        )
+
+    def table(self) -> list[dict[str, float | None]]:
+        """One entry per lag: rows, valid tokens, kl, k3_kl and mean |Δ log p| (lags sorted)."""
+        out = []
+        for lag, g in sorted(self.stats.groups().items()):
+            valid = g["valid"]
+            out.append(
+                {
+                    "lag": lag,
+                    "rows": g["rows"],
+                    "valid_tokens": valid,
+                    "kl": -g["ell"] / valid if valid else None,
+                    "k3_kl": g["k3"] / valid if valid else None,
+                    "abs_log_ratio_mean": g["abs"] / valid if valid else None,
+                }
+            )
+        return out
