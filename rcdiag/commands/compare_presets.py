@@ -18,11 +18,14 @@ from rcdiag.commands._common import (
     PathsArgument,
     QuietOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
+    shown,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
@@ -93,6 +96,7 @@ def compare_presets(
 ) -> None:
     """Dry-run rollout-correction presets and your own configurations on a dump, in one pass."""
     with cli_errors(debug):
+        written = outputs({"--json": json_path}, paths, {"--config": config})
         if sort is not None and sort not in SUMMARY_FIGURES:
             raise UsageError(f"--sort {sort!r}: expected one of {', '.join(SUMMARY_FIGURES)}")
         if grid is not None and sweep is None:
@@ -108,13 +112,13 @@ def compare_presets(
         with progress_bar(quiet) as advance:
             document = compare_dump(spec, configs, chosen, planned_sweep, advance)
         warn_about_input(document, quiet)
-        if json_path is not None:
-            write_json(json_path, document)
+        if "--json" in written:
+            write_output(written["--json"], document)
     if quiet:
         return
     show(document, sort)
-    if json_path is not None:
-        stderr.print(f"wrote {json_path}")
+    if "--json" in written:
+        wrote(written["--json"])
 
 
 def _cell(figure: str, value: float | None) -> str:
@@ -146,7 +150,7 @@ def worst_step_table(presets: list[dict[str, Any]]) -> Table:
             cells.append(
                 "–" if worst is None else f"{_cell(figure, worst['value'])} @{worst['step']}"
             )
-        table.add_row(entry["name"], *cells)
+        table.add_row(shown(entry["name"]), *cells)
     return table
 
 
@@ -166,7 +170,7 @@ def show(document: dict[str, Any], sort: str | None) -> None:
             table.add_column(label, justify="right")
         for entry in ordered:
             summary = entry["summary"]
-            table.add_row(entry["name"], *(_cell(f, summary.get(f)) for f in COLUMNS))
+            table.add_row(shown(entry["name"]), *(_cell(f, summary.get(f)) for f in COLUMNS))
         stdout.print(table)
         if source["steps"] > 1:
             stdout.print(worst_step_table(ordered))
@@ -182,8 +186,8 @@ def show(document: dict[str, Any], sort: str | None) -> None:
     for entry in presets:
         emptied = entry["summary"]["fully_rejected_steps"]
         if emptied:
-            shown = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
+            listed = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
             stderr.print(
-                f"[yellow]Warning:[/] {entry['name']} rejects every token of step(s) {shown}; "
+                f"[yellow]Warning:[/] {shown(entry['name'])} rejects every token of step(s) {listed}; "
                 "verl's loss has nothing to train on there."
             )

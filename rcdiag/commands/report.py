@@ -16,15 +16,18 @@ from rcdiag.commands._common import (
     QuietOption,
     VetoOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 
 OptionalPaths = Annotated[
@@ -99,8 +102,8 @@ def headline(document: dict[str, Any]) -> str:
 def report(
     paths: OptionalPaths = None,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Where to write the HTML report.")
-    ] = Path("report.html"),
+        str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML report.")
+    ] = "report.html",
     from_json: FromOption = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
@@ -119,17 +122,18 @@ def report(
         from rcdiag.report.recommend import UNMEASURED_LINE
         from rcdiag.report.render import write_html
 
+        written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        size = write_html(output, document)
-        if json_path is not None:
-            write_json(json_path, document)
+        size = write_html(written["--output"], document)
+        if "--json" in written:
+            write_output(written["--json"], document)
     if quiet:
         return
-    stdout.print(headline(document), markup=False, highlight=False)
+    stdout.print(printable(headline(document)), markup=False, highlight=False)
     if not (document.get("recommendation") or {}).get("measured", True):
         stderr.print(f"note: {UNMEASURED_LINE}", markup=False)
-    stderr.print(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser", markup=False)
-    if json_path is not None:
-        stderr.print(f"wrote {json_path}", markup=False)
+    wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
+    if "--json" in written:
+        wrote(written["--json"])

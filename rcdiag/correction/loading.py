@@ -11,18 +11,18 @@ from rcdiag.correction.config import ConfigError, detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import read_text_input
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """A YAML file holding rollout-correction keys: bare, or under ``algorithm: rollout_correction:``."""
     import yaml
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read configuration ({exc.strerror or exc})") from None
+    text = read_text_input(path, "configuration")
     try:
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise UsageError(f"{path}: not a configuration (YAML nested too deeply)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

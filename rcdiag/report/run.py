@@ -24,6 +24,7 @@ from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K, MismatchProfile
 from rcdiag.report.candidates import candidate_sweeps, preset_configs
 from rcdiag.report.recommend import recommend
@@ -137,24 +138,13 @@ def load_document(path: Path) -> dict[str, Any]:
     Raises:
         UsageError: unreadable file, not JSON, or not an rcdiag results document of schema 1.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read results ({exc.strerror or exc})") from None
-    if data[:4] == b"PAR1":
-        raise UsageError(
-            f"{path}: not a results JSON (it looks like a parquet dump: pass it without --from)"
-        )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UsageError(
-            f"{path}: not a results JSON (binary, not UTF-8 text; a dump is passed without --from)"
-        ) from None
+    text = read_text_input(path, "results JSON", ": pass it without --from")
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not rcdiag results (JSON nested too deeply)") from None
     if not isinstance(document, dict) or "schema_version" not in document:
         raise UsageError(
             f"{path}: not rcdiag results (expected the JSON of rcdiag report, analyze or "
