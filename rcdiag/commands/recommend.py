@@ -125,8 +125,12 @@ def recommend(
         )
         if "--json" in written:
             write_output(written["--json"], document)
+        if not quiet:
+            from rcdiag.report.run import malformed_results
+
+            with malformed_results(from_json):
+                show(document)
     if quiet:
         return
-    show(document)
     if "--json" in written:
         wrote(written["--json"])

@@ -60,7 +60,13 @@ def load_or_compute(
     quiet: bool,
 ) -> dict[str, Any]:
     """The report document: read from ``--from``, or computed from the dump in one pass."""
-    from rcdiag.report.run import ReportOptions, build_report_document, complete, load_document
+    from rcdiag.report.run import (
+        ReportOptions,
+        build_report_document,
+        complete,
+        load_document,
+        malformed_results,
+    )
 
     explicit = parse_dialect(dialect)
     if from_json is not None:
@@ -72,7 +78,8 @@ def load_or_compute(
                 f"--dialect {explicit}: {from_json} holds results of the "
                 f"{document['dialect']} dialect; recompute them from the dump"
             )
-        return complete(document)
+        with malformed_results(from_json):
+            return complete(document)
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
@@ -121,12 +128,14 @@ def report(
     with cli_errors(debug):
         from rcdiag.report.recommend import UNMEASURED_LINE
         from rcdiag.report.render import write_html
+        from rcdiag.report.run import malformed_results
 
         written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        size = write_html(written["--output"], document)
+        with malformed_results(from_json):
+            size = write_html(written["--output"], document)
         if "--json" in written:
             write_output(written["--json"], document)
     if quiet:
