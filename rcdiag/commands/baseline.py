@@ -15,6 +15,7 @@ from rcdiag.checks.bootstrap import (
     BASELINE_STREAM,
     DEFAULT_REPLICATES,
     DEFAULT_SEED,
+    MAX_REPLICATES,
     PoissonBootstrap,
 )
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
@@ -30,6 +31,7 @@ from rcdiag.commands._common import (
     outputs,
     parse_dialect,
     reads_dump,
+    stderr,
     stdout,
     write_output,
     wrote,
@@ -94,8 +96,8 @@ def baseline(
         written = outputs({"--output": output}, paths)
         if seed < 0:
             raise UsageError(f"--seed must be ≥ 0, got {seed}")
-        if replicates < 10:
-            raise UsageError(f"--replicates must be ≥ 10, got {replicates}")
+        if not 10 <= replicates <= MAX_REPLICATES:
+            raise UsageError(f"--replicates must lie in [10, {MAX_REPLICATES:,}], got {replicates}")
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
@@ -108,7 +110,27 @@ def baseline(
     if quiet:
         return
     show(document)
+    warn_about_null_replicates(document)
     wrote(written["--output"])
+
+
+def warn_about_null_replicates(document: dict[str, Any]) -> None:
+    """Say which stored replicates are not finite (written as null, left out by ``check``)."""
+    boot = document["bootstrap"]
+    counts = {
+        name: int(np.count_nonzero(~np.isfinite(np.array(values, dtype=np.float64))))
+        for name, values in boot["metrics"].items()
+    }
+    counts = {name: count for name, count in counts.items() if count}
+    if not counts:
+        return
+    listed = ", ".join(f"{name} {count}" for name, count in list(counts.items())[:3])
+    more = f" and {len(counts) - 3} more metrics" if len(counts) > 3 else ""
+    stderr.print(
+        f"[yellow]Warning:[/] bootstrap replicates that are not finite are stored as null "
+        f"(of {boot['replicates']}: {listed}{more}): a resample without rows (a tiny dump) or a "
+        "log ratio beyond ±709 (e^ℓ overflows); rcdiag check leaves them out of its intervals."
+    )
 
 
 def show(document: dict[str, Any]) -> None:
