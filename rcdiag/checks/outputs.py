@@ -54,19 +54,21 @@ def xml_text(text: object) -> str:
     return _NOT_XML.sub(lambda m: repr(m[0])[1:-1], str(text))
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~&$])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]!|~&$])")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def markdown_text(text: object) -> str:
     r"""``text`` as literal Markdown on one line: characters that are not printable are spelled as
-    escapes, and every character that could start emphasis, a link, an image, raw HTML, an entity,
-    math, a code span or a table cell is backslash-escaped.
+    escapes; every character that could start emphasis, a link, an image, an entity, math, a code
+    span or a table cell is backslash-escaped, and a ``<`` that could open raw HTML or an autolink
+    is written ``&lt;`` (``<=`` stays as it is).
 
     Example:
-        >>> print(markdown_text("![x](http://e/i.png) <b>|`a`"))
-        \!\[x\](http://e/i.png) \<b\>\|\`a\`
+        >>> print(markdown_text("![x](http://e/i.png) <b>|`a` <= 1"))
+        \!\[x\](http://e/i.png) &lt;b>\|\`a\` <= 1
     """
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", printable(str(text)))
+    return _TAG_START.sub("&lt;", _MARKDOWN_SPECIAL.sub(r"\\\1", printable(str(text))))
 
 
 def markdown_code_cell(text: object) -> str:
