@@ -8,7 +8,7 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
@@ -100,7 +100,13 @@ def outputs(
     (:func:`~rcdiag.io.paths.check_outputs`): none is a file of the ``dump`` or one of the
     ``inputs`` (option → the path or paths it names), a directory, or another output's path.
     """
-    read: dict[str, list[Path]] = {"a file of the dump": discover(dump)} if dump else {}
+    read: dict[str, Iterable[Path]] = {}
+    if dump:  # discovered only once the output paths themselves are known to be good
+
+        def dump_files() -> Iterator[Path]:
+            yield from discover(dump)
+
+        read["a file of the dump"] = dump_files()
     for option, value in (inputs or {}).items():
         read[option] = [value] if isinstance(value, Path) else list(value or [])
     return check_outputs(given, read)

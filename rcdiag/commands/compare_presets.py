@@ -43,6 +43,9 @@ COLUMNS: dict[str, str] = {
     "ess": "ESS",
     "max_weight": "max w",
 }
+NO_PRESET = "none"
+"""``--preset none``: compare the --config files (or the --sweep) alone."""
+
 PERCENT = {
     "kept_token_share",
     "kept_sequence_share",
@@ -56,7 +59,12 @@ def compare_presets(
     paths: PathsArgument,
     preset: Annotated[
         list[str] | None,
-        typer.Option("--preset", "-p", help="A preset to compare (repeatable; default: all)."),
+        typer.Option(
+            "--preset",
+            "-p",
+            help="A preset to compare (repeatable; default: every preset of the dialect, also "
+            "beside --config files; --preset none: the --config files or the --sweep alone).",
+        ),
     ] = None,
     config: Annotated[
         list[Path] | None,
@@ -101,7 +109,12 @@ def compare_presets(
             raise UsageError(f"--sort {sort!r}: expected one of {', '.join(SUMMARY_FIGURES)}")
         if grid is not None and sweep is None:
             raise UsageError("--grid needs --sweep")
-        chosen, configs = resolve_configs(preset or (), config or (), parse_dialect(dialect))
+        presets = chosen_presets(preset)
+        if presets == [] and not config and sweep is None:
+            raise UsageError(
+                f"--preset {NO_PRESET} leaves nothing to compare: add --config or --sweep"
+            )
+        chosen, configs = resolve_configs(presets, config or (), parse_dialect(dialect))
         planned_sweep = None
         if sweep is not None:
             values = [v.strip() for v in grid.split(",") if v.strip()] if grid else None
@@ -119,6 +132,23 @@ def compare_presets(
     show(document, sort)
     if "--json" in written:
         wrote(written["--json"])
+
+
+def chosen_presets(given: list[str] | None) -> list[str] | None:
+    """The ``--preset`` values: None (not given) means every preset; ``none`` means no preset.
+
+    Raises:
+        UsageError: ``none`` given with a preset name, or an empty name.
+    """
+    if given is None:
+        return None
+    if any(not name.strip() for name in given):
+        raise UsageError("--preset: empty preset name (`rcdiag presets` lists them)")
+    if NO_PRESET in given:
+        if len(given) > 1:
+            raise UsageError(f"--preset {NO_PRESET} cannot be combined with a preset name")
+        return []
+    return given
 
 
 def _cell(figure: str, value: float | None) -> str:

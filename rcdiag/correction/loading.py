@@ -69,20 +69,21 @@ def files_dialect(
 
 
 def resolve_configs(
-    presets: Sequence[str],
+    presets: Sequence[str] | None,
     config_files: Sequence[Path],
     explicit: Dialect | None,
 ) -> tuple[Dialect, list[NamedConfig]]:
-    """The dialect and the configurations to compare.
+    """The dialect and the configurations to compare: the named presets (None: every preset of the
+    dialect) followed by the files.
 
     The dialect is ``explicit`` if given, else the one the files' keys imply, else ``latest``; a file
-    contradicting ``explicit`` or another file is an error. Without presets or files: every preset.
+    contradicting ``explicit`` or another file is an error.
     """
     files = {path: read_config_file(path) for path in config_files}
     dialect = files_dialect(files, explicit) or explicit or DEFAULT_DIALECT
     registry = PRESETS[dialect]
     named: list[NamedConfig] = []
-    for name in presets or ([] if files else list(registry)):
+    for name in list(registry) if presets is None else presets:
         if name not in registry:
             raise ConfigError(
                 f"unknown {dialect} preset {name!r}; `rcdiag presets --dialect {dialect}` lists "

@@ -130,7 +130,8 @@ def check_outputs(
     Args:
         outputs: option (``--json``) → the path as given on the command line (a trailing ``/``
             still there); None when the output is not asked for.
-        inputs: what (``"a file of the dump"``, ``"--rules"``) → the files the run reads.
+        inputs: what (``"a file of the dump"``, ``"--rules"``) → the files the run reads
+            (iterated only after the outputs' own checks, and only when there are outputs).
 
     Returns:
         option → path, for the outputs asked for.
@@ -153,6 +154,8 @@ def check_outputs(
                     "the same file; give each output its own path"
                 )
         seen.append((flag, path, identity))
+    if not seen:
+        return checked
     for what, files in inputs.items():
         for file in files:
             identity = _identity(file)
