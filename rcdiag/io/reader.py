@@ -252,6 +252,16 @@ def _check_distinct(columns: _FileColumns, names: ColumnNames, path: Path) -> No
         seen[name] = role
 
 
+def _source(path: Path) -> str | pa.NativeFile:
+    """What pyarrow opens: the path, or the file opened by its bytes when the path is not valid
+    UTF-8 (a name with undecodable bytes, which pyarrow cannot take as a path)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return pa.OSFile(os.fsencode(path))
+    return str(path)
+
+
 def open_file(path: Path, names: ColumnNames) -> DumpFile:
     """Read a file's footer and resolve its columns; raises InputError on anything unusable."""
     try:
@@ -259,7 +269,7 @@ def open_file(path: Path, names: ColumnNames) -> DumpFile:
             raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
         if not os.access(path, os.R_OK):
             raise InputError(f"{path}: cannot read the file (permission denied)")
-        handle = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+        handle = pq.ParquetFile(_source(path), buffer_size=1 << 20, pre_buffer=False)
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
