@@ -117,7 +117,9 @@ def compare_presets(
         chosen, configs = resolve_configs(presets, config or (), parse_dialect(dialect))
         planned_sweep = None
         if sweep is not None:
-            values = [v.strip() for v in grid.split(",") if v.strip()] if grid else None
+            values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
+            if values == []:
+                raise UsageError(f"--grid {grid!r}: no threshold (give comma-separated values)")
             planned_sweep = build_sweep(sweep, chosen, values)
             if preset is None and config is None:
                 configs = []  # a sweep alone: only its grid
