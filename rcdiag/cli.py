@@ -19,6 +19,7 @@ from rcdiag.commands import (
     report,
     synth,
 )
+from rcdiag.io.paths import printable
 
 app = typer.Typer(
     name="rcdiag",
@@ -87,7 +88,7 @@ def main() -> None:
     except USAGE_ERRORS as exc:
         message = exc.format_message()
         if message:  # empty when the help itself was shown (no arguments)
-            print(f"Error: {message} (see --help)", file=sys.stderr)
+            print(f"Error: {printable(message)} (see --help)", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Abort:
         print("Error: aborted", file=sys.stderr)

@@ -180,3 +180,18 @@ def test_a_step_without_valid_tokens_is_warned_about(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["source"]["empty_steps"] == [1]
     assert all(v is None for v in doc["presets"][0]["steps"][1]["metrics"].values())
+
+
+def test_config_files_are_compared_with_every_preset_unless_preset_none(tmp_path: Path) -> None:
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text("rollout_is: token\nrollout_is_threshold: 1.5\n")
+    out = tmp_path / "o.json"
+    code, _, err = run("compare-presets", DRIFT, "-c", cfg, "--json", out, "-q")
+    assert code == 0, err
+    names = [p["name"] for p in json.loads(out.read_text())["presets"]]
+    assert names == [*PRESETS["latest"], "mine"]
+    code, _, err = run("compare-presets", DRIFT, "-c", cfg, "-p", "none", "--json", out, "-q")
+    assert code == 0, err
+    assert [p["name"] for p in json.loads(out.read_text())["presets"]] == ["mine"]
+    code, stdout, _ = run("compare-presets", "--help")
+    assert "--preset none" in " ".join(stdout.split())

@@ -11,6 +11,7 @@ of L and H. With ``abs(…)``, |·| is applied to every value and replicate firs
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def baseline_document(
         created: when (timezone-aware; written in ISO 8601 UTC).
     """
     kept = bootstrapped(replicates)
-    count = next(iter(kept.values())).size if kept else 0
+    count = next(iter(replicates.values())).size if replicates else 0
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": BASELINE_KIND,
@@ -83,24 +84,73 @@ def baseline_document(
     }
 
 
-def _require(
-    document: Mapping[str, Any], key: str, kind: type | tuple[type, ...], origin: str
-) -> Any:
-    if key not in document:
-        raise UsageError(
-            f"{origin}: not a valid baseline (no {key!r}); re-create it with `rcdiag baseline`"
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Fields:
+    """Typed access to a baseline document's fields; every problem names the file and the field."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def error(self, problem: str) -> UsageError:
+        return UsageError(
+            f"{self.origin}: not a valid baseline ({problem}); re-create it with `rcdiag baseline`"
         )
-    value = document[key]
-    if not isinstance(value, kind):
-        raise UsageError(f"{origin}: not a valid baseline ({key!r} has the wrong type)")
-    return value
+
+    def get(self, document: Mapping[str, Any], key: str, where: str, kind: str) -> Any:
+        """``document[key]`` of the given kind: ``object``, ``string``, ``count`` (an integer ≥ 0)
+        or ``number``."""
+        name = f"{where}.{key}" if where else key
+        if key not in document:
+            raise self.error(f"no {name!r}")
+        value = document[key]
+        valid = {
+            "object": isinstance(value, Mapping),
+            "string": isinstance(value, str),
+            "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            "number": _is_number(value),
+        }[kind]
+        if not valid:
+            wanted = {"count": "an integer ≥ 0", "object": "an object"}.get(kind, f"a {kind}")
+            raise self.error(f"{name} is {_json_repr(value)}, expected {wanted}")
+        return value
+
+    def numbers(self, values: Mapping[str, Any], where: str) -> dict[str, float | None]:
+        """A mapping of names to numbers or nulls."""
+        for name, value in values.items():
+            if value is not None and not _is_number(value):
+                raise self.error(f"{where}[{name!r}] is {_json_repr(value)}, expected a number")
+        return dict(values)
+
+    def replicates(self, name: str, values: Any, count: int) -> F64:
+        """The ``count`` replicates of one metric (null: not finite)."""
+        where = f"bootstrap.metrics[{name!r}]"
+        if not isinstance(values, list):
+            raise self.error(f"{where} is {_json_repr(values)}, expected a list of numbers")
+        if len(values) != count:
+            raise self.error(
+                f"{where} holds {len(values)} replicates but bootstrap.replicates is {count}; "
+                "was the file cut short?"
+            )
+        bad = next((v for v in values if v is not None and not _is_number(v)), None)
+        if bad is not None:
+            raise self.error(f"{where} holds {_json_repr(bad)}, expected numbers")
+        return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _json_repr(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_baseline(document: Any, origin: str) -> Baseline:
     """Validate a baseline document read from ``origin``.
 
     Raises:
-        UsageError: not a baseline, another schema version, or a malformed field.
+        UsageError: not a baseline, another schema version, or a malformed field (a field of the
+            wrong type, a replicate list shorter or longer than ``bootstrap.replicates`` says).
     """
     if not isinstance(document, Mapping):
         raise UsageError(f"{origin}: not a baseline (expected a JSON object)")
@@ -115,32 +165,34 @@ def parse_baseline(document: Any, origin: str) -> Baseline:
             f"{origin}: baseline schema_version {version!r}, but this rcdiag {__version__} reads "
             f"schema_version {SCHEMA_VERSION}; re-create the baseline with this version"
         )
-    dialect = _require(document, "dialect", str, origin)
+    fields = _Fields(origin)
+    dialect = fields.get(document, "dialect", "", "string")
     if dialect not in DIALECTS:
         raise UsageError(f"{origin}: unknown dialect {dialect!r} (expected {', '.join(DIALECTS)})")
-    options = _require(document, "options", Mapping, origin)
-    boot = _require(document, "bootstrap", Mapping, origin)
-    overall = _require(document, "overall", Mapping, origin)
-    metrics = _require(boot, "metrics", Mapping, origin)
-    reps: dict[str, F64] = {}
-    for name, values in metrics.items():
-        if not isinstance(values, list):
-            raise UsageError(f"{origin}: bootstrap replicates of {name!r} are not a list")
-        reps[name] = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+    options = fields.get(document, "options", "", "object")
+    boot = fields.get(document, "bootstrap", "", "object")
+    overall = fields.numbers(fields.get(document, "overall", "", "object"), "overall")
+    metrics = fields.get(boot, "metrics", "bootstrap", "object")
+    count = fields.get(boot, "replicates", "bootstrap", "count")
+    if metrics and count < 2:
+        raise fields.error(f"bootstrap.replicates is {count}; a bootstrap needs at least 2")
+    reps = {name: fields.replicates(name, values, count) for name, values in metrics.items()}
     veto = options.get("veto_threshold")
-    effective = options.get("effective_veto_threshold")
-    if not isinstance(effective, (int, float)):
-        raise UsageError(f"{origin}: not a valid baseline (no options.effective_veto_threshold)")
+    if veto is not None and not (_is_number(veto) and veto > 0):
+        raise fields.error(f"options.veto_threshold is {_json_repr(veto)}, expected a number > 0")
+    effective = fields.get(options, "effective_veto_threshold", "options", "number")
+    if not effective > 0:
+        raise fields.error(f"options.effective_veto_threshold is {effective!r}, expected > 0")
     return Baseline(
         dialect=dialect,  # checked against DIALECTS above
         rcdiag_version=str(document.get("rcdiag_version", "?")),
         created=str(document.get("created", "?")),
-        source=_require(document, "source", Mapping, origin),
+        source=fields.get(document, "source", "", "object"),
         veto_threshold=None if veto is None else float(veto),
         effective_veto_threshold=float(effective),
-        seed=int(_require(boot, "seed", int, origin)),
-        replicates=int(_require(boot, "replicates", int, origin)),
-        overall=dict(overall),
+        seed=fields.get(boot, "seed", "bootstrap", "count"),
+        replicates=count,
+        overall=overall,
         bootstrap=reps,
     )
 

@@ -44,6 +44,8 @@ from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 U64 = NDArray[np.uint64]
 
 DEFAULT_REPLICATES = 500
+MAX_REPLICATES = 100_000
+"""More replicates add nothing a percentile interval can use and cost K × statistics memory."""
 DEFAULT_SEED = 0
 BASELINE_STREAM = 0
 CHECK_STREAM = 1
@@ -145,7 +147,8 @@ class PoissonBootstrap:
             stop = min(start + ROWS_PER_CHUNK, rows)
             index = np.arange(self._rows + start, self._rows + stop, dtype=np.int64)
             weights = poisson_weights(index, self.replicates, self._key)
-            self._sums += weights.T @ table[start:stop]
+            with np.errstate(over="ignore", invalid="ignore"):  # +inf, or ∞ − ∞ = NaN, intended
+                self._sums += weighted_sums(weights, table[start:stop])
         self._rows += rows
 
     @property
@@ -163,6 +166,30 @@ class PoissonBootstrap:
             for name, value in metrics.items():
                 columns.setdefault(name, []).append(math.nan if value is None else value)
         return {name: np.asarray(values, dtype=np.float64) for name, values in columns.items()}
+
+
+def weighted_sums(weights: F64, table: F64) -> F64:
+    """Σ_i c_ik s_ij for every replicate k and statistic j: ``weights.T @ table``, except that a
+    row with weight 0 is absent from the replicate even when its statistic is infinite (a product
+    0 · ∞ would make it NaN): an infinite s_ij counts, with its sign, where c_ik > 0, and a NaN
+    s_ij makes NaN.
+
+    Example:
+        >>> weighted_sums(np.array([[0.0, 2.0], [1.0, 1.0]]), np.array([[np.inf], [1.0]])).tolist()
+        [[1.0], [inf]]
+    """
+    finite = np.isfinite(table)
+    if finite.all():
+        return weights.T @ table
+    sums = weights.T @ np.where(finite, table, 0.0)
+    drawn = weights.T > 0
+    up = (drawn.astype(np.float64) @ (table == np.inf)) > 0
+    down = (drawn.astype(np.float64) @ (table == -np.inf)) > 0
+    undefined = (drawn.astype(np.float64) @ np.isnan(table)) > 0
+    sums[up] = np.inf
+    sums[down] = -np.inf
+    sums[undefined | (up & down)] = np.nan
+    return sums
 
 
 def bootstrapped(replicates: Mapping[str, F64]) -> dict[str, F64]:

@@ -8,17 +8,19 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
-from rcdiag.io.reader import ColumnNames, StepSelection
+from rcdiag.io.paths import check_outputs, printable
+from rcdiag.io.reader import ColumnNames, StepSelection, discover
 from rcdiag.io.writer import atomic_write
 from rcdiag.results import DumpSpec, json_safe
 
@@ -28,9 +30,12 @@ EXIT_BAD_INPUT = 2
 
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")]
 JsonOption = Annotated[
-    Path | None,
-    typer.Option("--json", help="Also write the results as JSON to this file (atomically)."),
+    str | None,
+    typer.Option(
+        "--json", metavar="FILE", help="Also write the results as JSON to this file (atomically)."
+    ),
 ]
+"""Output paths are taken as typed (str): a trailing / must still be there for :func:`outputs`."""
 
 # soft_wrap: a message naming a long path stays one line (tables still fit the width).
 stdout = Console(soft_wrap=True)
@@ -47,17 +52,16 @@ def cli_errors(debug: bool) -> Iterator[None]:
     except RcdiagError as exc:
         if debug:
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"Error: {message}", file=sys.stderr)
+        _error(str(exc) or type(exc).__name__)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
+        _error("interrupted")
         raise typer.Exit(130) from None
     except OSError as exc:  # an output we cannot write (a directory, no permission, disk full)
         if debug:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"Error: {where}{exc.strerror or exc}", file=sys.stderr)
+        _error(f"{where}{exc.strerror or exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except (typer.Exit, typer.Abort):
         raise
@@ -66,19 +70,60 @@ def cli_errors(debug: bool) -> Iterator[None]:
     ) as exc:  # a bug: still one line and exit 2, so 1 only ever means "checks failed"
         if debug:
             raise
-        print(
-            f"Error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
-            "traceback",
-            file=sys.stderr,
+        _error(
+            f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
         )
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
-def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` atomically, NaN as null."""
-    with atomic_write(path) as handle:
-        json.dump(json_safe(document), handle, indent=2, allow_nan=False)
-        handle.write("\n")
+def _error(message: str) -> None:
+    """One ``Error:`` line on stderr, whatever control characters the message holds."""
+    print(f"Error: {printable(message.strip())}", file=sys.stderr)
+
+
+def shown(text: object) -> str:
+    """A user string (a path, a file stem, a rule name) for rich output: no markup, one line."""
+    return escape(printable(str(text)))
+
+
+def wrote(path: Path, note: str = "") -> None:
+    """Tell the user (on stderr) that ``path`` was written."""
+    stderr.print(f"wrote {shown(path)}{note}")
+
+
+def outputs(
+    given: dict[str, str | None],
+    dump: Sequence[str] | None = None,
+    inputs: Mapping[str, Sequence[Path] | Path | None] | None = None,
+) -> dict[str, Path]:
+    """The output paths of a run (option → path as typed), checked before anything is read
+    (:func:`~rcdiag.io.paths.check_outputs`): none is a file of the ``dump`` or one of the
+    ``inputs`` (option → the path or paths it names), a directory, or another output's path.
+    """
+    read: dict[str, Iterable[Path]] = {}
+    if dump:  # discovered only once the output paths themselves are known to be good
+
+        def dump_files() -> Iterator[Path]:
+            yield from discover(dump)
+
+        read["a file of the dump"] = dump_files()
+    for option, value in (inputs or {}).items():
+        read[option] = [value] if isinstance(value, Path) else list(value or [])
+    return check_outputs(given, read)
+
+
+def write_output(path: Path, content: dict[str, Any] | str) -> None:
+    """Write a JSON document (NaN as null) or a text atomically; an unwritable path is exit 2."""
+    try:
+        with atomic_write(path) as handle:
+            if isinstance(content, str):
+                handle.write(content)
+            else:
+                json.dump(json_safe(content), handle, indent=2, allow_nan=False)
+                handle.write("\n")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"{path}: cannot write ({reason})") from None
 
 
 PathsArgument = Annotated[
@@ -148,8 +193,16 @@ class DumpOptions:
         """Where and how to read the dump.
 
         Raises:
-            UsageError: a malformed ``--steps``.
+            UsageError: a malformed ``--steps``, an empty column name.
         """
+        for flag, value in (
+            ("--rollout-col", self.rollout_col),
+            ("--training-col", self.training_col),
+            ("--mask-col", self.mask_col),
+            ("--step-col", self.step_col),
+        ):
+            if value is not None and not value.strip():
+                raise UsageError(f"{flag}: empty column name")
         return DumpSpec(
             paths=paths,
             columns=ColumnNames(self.rollout_col, self.training_col, self.mask_col, self.step_col),

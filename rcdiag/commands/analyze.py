@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -24,11 +23,14 @@ from rcdiag.commands._common import (
     QuietOption,
     VetoOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
+    shown,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
@@ -60,9 +62,10 @@ def analyze(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     html: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--html",
+            metavar="FILE",
             help="Also write the self-contained HTML report (rcdiag report) to this file; the "
             "preset comparison and profile it needs are computed in the same pass.",
         ),
@@ -73,22 +76,23 @@ def analyze(
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
+        written = outputs({"--json": json_path, "--html": html}, paths)
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
         spec = dump_options.spec(paths)
-        if html is None:
-            document = run_with_progress(spec, options, quiet)
+        if "--html" in written:
+            document = run_report_with_progress(spec, options, written["--html"], quiet)
         else:
-            document = run_report_with_progress(spec, options, html, quiet)
-        if json_path is not None:
-            write_json(json_path, document)
+            document = run_with_progress(spec, options, quiet)
+        if "--json" in written:
+            write_output(written["--json"], document)
     if not quiet:
         show(document)
-        if json_path is not None:
-            stderr.print(f"wrote {json_path}")
-        if html is not None:
-            stderr.print(f"wrote {html}: open it in a browser")
+        if "--json" in written:
+            wrote(written["--json"])
+        if "--html" in written:
+            wrote(written["--html"], ": open it in a browser")
 
 
 @contextlib.contextmanager
@@ -155,7 +159,7 @@ def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
     if source.get("positive_log_probs"):
         stderr.print(
             f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
-            f"(first: {escape(str(source['first_positive_log_prob']))}); a log-probability "
+            f"(first: {shown(source['first_positive_log_prob'])}); a log-probability "
             "cannot be positive: are these logits, or the wrong columns?"
         )
 

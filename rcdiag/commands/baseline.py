@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from rcdiag.checks.bootstrap import (
     BASELINE_STREAM,
     DEFAULT_REPLICATES,
     DEFAULT_SEED,
+    MAX_REPLICATES,
     PoissonBootstrap,
 )
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
@@ -28,11 +28,13 @@ from rcdiag.commands._common import (
     QuietOption,
     VetoOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.correction.compare import PresetComparison
@@ -40,7 +42,6 @@ from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.reader import DumpReader
-from rcdiag.io.writer import atomic_write
 from rcdiag.metrics.ragged import F64
 from rcdiag.results import DumpSpec, analysis_document, stream
 
@@ -69,23 +70,14 @@ def analyze_with_bootstrap(
     return document, boot.replicate_metrics(options.legacy_veto), comparison, reader
 
 
-def write_output(path: Path, content: dict[str, Any] | str) -> None:
-    """Write a JSON document (NaN as null) or a text atomically; an unwritable path is exit 2."""
-    try:
-        if isinstance(content, str):
-            with atomic_write(path) as handle:
-                handle.write(content)
-        else:
-            write_json(path, content)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
-
-
 @reads_dump
 def baseline(
     paths: PathsArgument,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The baseline JSON file to write (atomically).")
+        str,
+        typer.Option(
+            "--output", "-o", metavar="FILE", help="The baseline JSON file to write (atomically)."
+        ),
     ],
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the bootstrap weights (reproducible).")
@@ -101,10 +93,11 @@ def baseline(
 ) -> None:
     """Store a reference dump's metrics and bootstrap replicates for `rcdiag check --baseline`."""
     with cli_errors(debug):
+        written = outputs({"--output": output}, paths)
         if seed < 0:
             raise UsageError(f"--seed must be ≥ 0, got {seed}")
-        if replicates < 10:
-            raise UsageError(f"--replicates must be ≥ 10, got {replicates}")
+        if not 10 <= replicates <= MAX_REPLICATES:
+            raise UsageError(f"--replicates must lie in [10, {MAX_REPLICATES:,}], got {replicates}")
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
@@ -113,11 +106,31 @@ def baseline(
             spec, options, seed=seed, replicates=replicates, stream_id=BASELINE_STREAM, quiet=quiet
         )
         document = baseline_document(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
-        write_output(output, document)
+        write_output(written["--output"], document)
     if quiet:
         return
     show(document)
-    stderr.print(f"wrote {output}")
+    warn_about_null_replicates(document)
+    wrote(written["--output"])
+
+
+def warn_about_null_replicates(document: dict[str, Any]) -> None:
+    """Say which stored replicates are not finite (written as null, left out by ``check``)."""
+    boot = document["bootstrap"]
+    counts = {
+        name: int(np.count_nonzero(~np.isfinite(np.array(values, dtype=np.float64))))
+        for name, values in boot["metrics"].items()
+    }
+    counts = {name: count for name, count in counts.items() if count}
+    if not counts:
+        return
+    listed = ", ".join(f"{name} {count}" for name, count in list(counts.items())[:3])
+    more = f" and {len(counts) - 3} more metrics" if len(counts) > 3 else ""
+    stderr.print(
+        f"[yellow]Warning:[/] bootstrap replicates that are not finite are stored as null "
+        f"(of {boot['replicates']}: {listed}{more}): a resample without rows (a tiny dump) or a "
+        "log ratio beyond ±709 (e^ℓ overflows); rcdiag check leaves them out of its intervals."
+    )
 
 
 def show(document: dict[str, Any]) -> None:

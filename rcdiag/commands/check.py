@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
@@ -40,35 +39,32 @@ from rcdiag.commands._common import (
     PathsArgument,
     VetoOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
+    shown,
     stderr,
     stdout,
+    write_output,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
-from rcdiag.commands.baseline import analyze_with_bootstrap, write_output
+from rcdiag.commands.baseline import analyze_with_bootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.loading import files_dialect, read_config_file, resolve_configs
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.ragged import F64
 from rcdiag.results import DumpSpec, analysis_document, comparison_document, stream
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
 
 
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-
-
 def load_rules(rules_file: Path | None, rule: list[str]) -> RuleSet:
     """The rules file and the ``--rule`` flags, merged (file first)."""
     from_file = (
-        parse_rules_toml(_read_text(rules_file, "rules file"), str(rules_file))
+        parse_rules_toml(read_text_input(rules_file, "rules file"), str(rules_file))
         if rules_file is not None
         else RuleSet()
     )
@@ -78,10 +74,15 @@ def load_rules(rules_file: Path | None, rule: list[str]) -> RuleSet:
 
 def load_baseline(path: Path) -> Baseline:
     """A baseline file, parsed and validated (exit 2 when it is not one)."""
+    text = read_text_input(
+        path, "baseline", ": make a baseline with `rcdiag baseline DUMP -o FILE`"
+    )
     try:
-        document = json.loads(_read_text(path, "baseline"))
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON (line {exc.lineno})") from None
+        raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a baseline (JSON nested too deeply)") from None
     return parse_baseline(document, str(path))
 
 
@@ -99,7 +100,10 @@ def _configs(
     wanted = [p for p in referenced_presets(rules) if p in available]
     for stem in stems:
         if stem not in wanted:
-            stderr.print(f"[yellow]Note:[/] --config {stems[stem]}: no rule reads preset:{stem}/…")
+            stderr.print(
+                f"[yellow]Note:[/] --config {shown(stems[stem])}: no rule reads "
+                f"preset:{shown(stem)}/…"
+            )
     if not wanted:
         return [], available
     preset_names = [p for p in wanted if p in PRESETS[dialect] and p not in stems]
@@ -256,12 +260,14 @@ def check(
         ),
     ] = None,
     junit: Annotated[
-        Path | None, typer.Option("--junit", help="Write JUnit XML (one test case per rule).")
+        str | None,
+        typer.Option("--junit", metavar="FILE", help="Write JUnit XML (one test case per rule)."),
     ] = None,
     markdown_path: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--markdown",
+            metavar="FILE",
             help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
         ),
     ] = None,
@@ -280,6 +286,16 @@ def check(
     (docs/rules.md).
     """
     with cli_errors(debug):
+        written = outputs(
+            {
+                "--json": json_path,
+                "--junit": junit,
+                "--markdown": markdown_path,
+                "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
+            },
+            paths,
+            {"--rules": rules_file, "--baseline": baseline_path, "--config": config},
+        )
         ruleset = load_rules(rules_file, rule or [])
         if with_defaults:
             ruleset = RuleSet(ruleset.rules, ruleset.settings, include_defaults=True)
@@ -320,7 +336,7 @@ def check(
         document = check_document(
             inputs, results, settings, None if baseline_path is None else str(baseline_path)
         )
-        write_outputs(document, json_path, junit, markdown_path)
+        write_outputs(document, written)
     if not quiet:
         show(document)
     else:
@@ -329,24 +345,23 @@ def check(
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
-def write_outputs(
-    document: dict[str, Any], json_path: Path | None, junit: Path | None, md: Path | None
-) -> None:
-    """Every requested file, atomically; the Markdown is also appended to $GITHUB_STEP_SUMMARY."""
-    if json_path is not None:
-        write_output(json_path, document)
-    if junit is not None:
+def write_outputs(document: dict[str, Any], written: dict[str, Path]) -> None:
+    """Every requested file (option → checked path, :func:`outputs`), atomically; the Markdown is
+    also appended to $GITHUB_STEP_SUMMARY when it is set."""
+    if "--json" in written:
+        write_output(written["--json"], document)
+    if "--junit" in written:
         timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        write_output(junit, junit_xml(document, timestamp))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if md is None and not summary:
+        write_output(written["--junit"], junit_xml(document, timestamp))
+    md, summary = written.get("--markdown"), written.get("$GITHUB_STEP_SUMMARY")
+    if md is None and summary is None:
         return
     text = markdown(document)
     if md is not None:
         write_output(md, text)
-    if summary:
+    if summary is not None:
         try:
-            with open(summary, "a", encoding="utf-8") as handle:
+            with open(summary, "a", encoding="utf-8", errors="backslashreplace") as handle:
                 handle.write(text + "\n")
         except OSError as exc:
             raise UsageError(
@@ -362,7 +377,7 @@ def show(document: dict[str, Any]) -> None:
         f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps"
     )
     if document["baseline"] is not None:
-        line += f" · baseline {escape(str(document['baseline']['path']))}"
+        line += f" · baseline {shown(document['baseline']['path'])}"
     stdout.print(line)
     table = Table(title="Rules", title_justify="left")
     table.add_column("status")
@@ -374,18 +389,18 @@ def show(document: dict[str, Any]) -> None:
         status = rule["status"]
         table.add_row(
             f"[{_STYLE[status]}]{STATUS_TEXT[status]}[/]",
-            escape(rule["name"]),
+            shown(rule["name"]),
             fmt(rule["value"]),
-            escape(rule["limit"]),
-            escape(rule["detail"]),
+            shown(rule["limit"]),
+            shown(rule["detail"]),
         )
     stdout.print(table)
     for rule in document["rules"]:
         if rule["status"] in ("fail", "warn") and rule["why"]:
             style = _STYLE[rule["status"]]
             stdout.print(
-                f"[{style}]{STATUS_TEXT[rule['status']]}[/] {escape(rule['name'])}: "
-                f"{escape(rule['why'])}"
+                f"[{style}]{STATUS_TEXT[rule['status']]}[/] {shown(rule['name'])}: "
+                f"{shown(rule['why'])}"
             )
     style = "bold green" if document["passed"] else "bold red"
     stdout.print(f"[{style}]{verdict_line(document)}[/]")

@@ -18,11 +18,14 @@ from rcdiag.commands._common import (
     PathsArgument,
     QuietOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
+    shown,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
@@ -40,6 +43,9 @@ COLUMNS: dict[str, str] = {
     "ess": "ESS",
     "max_weight": "max w",
 }
+NO_PRESET = "none"
+"""``--preset none``: compare the --config files (or the --sweep) alone."""
+
 PERCENT = {
     "kept_token_share",
     "kept_sequence_share",
@@ -53,7 +59,12 @@ def compare_presets(
     paths: PathsArgument,
     preset: Annotated[
         list[str] | None,
-        typer.Option("--preset", "-p", help="A preset to compare (repeatable; default: all)."),
+        typer.Option(
+            "--preset",
+            "-p",
+            help="A preset to compare (repeatable; default: every preset of the dialect, also "
+            "beside --config files; --preset none: the --config files or the --sweep alone).",
+        ),
     ] = None,
     config: Annotated[
         list[Path] | None,
@@ -93,14 +104,22 @@ def compare_presets(
 ) -> None:
     """Dry-run rollout-correction presets and your own configurations on a dump, in one pass."""
     with cli_errors(debug):
+        written = outputs({"--json": json_path}, paths, {"--config": config})
         if sort is not None and sort not in SUMMARY_FIGURES:
             raise UsageError(f"--sort {sort!r}: expected one of {', '.join(SUMMARY_FIGURES)}")
         if grid is not None and sweep is None:
             raise UsageError("--grid needs --sweep")
-        chosen, configs = resolve_configs(preset or (), config or (), parse_dialect(dialect))
+        presets = chosen_presets(preset)
+        if presets == [] and not config and sweep is None:
+            raise UsageError(
+                f"--preset {NO_PRESET} leaves nothing to compare: add --config or --sweep"
+            )
+        chosen, configs = resolve_configs(presets, config or (), parse_dialect(dialect))
         planned_sweep = None
         if sweep is not None:
-            values = [v.strip() for v in grid.split(",") if v.strip()] if grid else None
+            values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
+            if values == []:
+                raise UsageError(f"--grid {grid!r}: no threshold (give comma-separated values)")
             planned_sweep = build_sweep(sweep, chosen, values)
             if preset is None and config is None:
                 configs = []  # a sweep alone: only its grid
@@ -108,13 +127,30 @@ def compare_presets(
         with progress_bar(quiet) as advance:
             document = compare_dump(spec, configs, chosen, planned_sweep, advance)
         warn_about_input(document, quiet)
-        if json_path is not None:
-            write_json(json_path, document)
+        if "--json" in written:
+            write_output(written["--json"], document)
     if quiet:
         return
     show(document, sort)
-    if json_path is not None:
-        stderr.print(f"wrote {json_path}")
+    if "--json" in written:
+        wrote(written["--json"])
+
+
+def chosen_presets(given: list[str] | None) -> list[str] | None:
+    """The ``--preset`` values: None (not given) means every preset; ``none`` means no preset.
+
+    Raises:
+        UsageError: ``none`` given with a preset name, or an empty name.
+    """
+    if given is None:
+        return None
+    if any(not name.strip() for name in given):
+        raise UsageError("--preset: empty preset name (`rcdiag presets` lists them)")
+    if NO_PRESET in given:
+        if len(given) > 1:
+            raise UsageError(f"--preset {NO_PRESET} cannot be combined with a preset name")
+        return []
+    return given
 
 
 def _cell(figure: str, value: float | None) -> str:
@@ -146,7 +182,7 @@ def worst_step_table(presets: list[dict[str, Any]]) -> Table:
             cells.append(
                 "–" if worst is None else f"{_cell(figure, worst['value'])} @{worst['step']}"
             )
-        table.add_row(entry["name"], *cells)
+        table.add_row(shown(entry["name"]), *cells)
     return table
 
 
@@ -166,7 +202,7 @@ def show(document: dict[str, Any], sort: str | None) -> None:
             table.add_column(label, justify="right")
         for entry in ordered:
             summary = entry["summary"]
-            table.add_row(entry["name"], *(_cell(f, summary.get(f)) for f in COLUMNS))
+            table.add_row(shown(entry["name"]), *(_cell(f, summary.get(f)) for f in COLUMNS))
         stdout.print(table)
         if source["steps"] > 1:
             stdout.print(worst_step_table(ordered))
@@ -182,8 +218,8 @@ def show(document: dict[str, Any], sort: str | None) -> None:
     for entry in presets:
         emptied = entry["summary"]["fully_rejected_steps"]
         if emptied:
-            shown = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
+            listed = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
             stderr.print(
-                f"[yellow]Warning:[/] {entry['name']} rejects every token of step(s) {shown}; "
+                f"[yellow]Warning:[/] {shown(entry['name'])} rejects every token of step(s) {listed}; "
                 "verl's loss has nothing to train on there."
             )

@@ -15,10 +15,11 @@ from rcdiag.commands._common import (
     QuietOption,
     VetoOption,
     cli_errors,
+    outputs,
     reads_dump,
-    stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.report import (
     FromOption,
@@ -26,6 +27,7 @@ from rcdiag.commands.report import (
     TopOption,
     load_or_compute,
 )
+from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
@@ -44,7 +46,7 @@ def show(document: dict[str, Any]) -> None:
     rec = document.get("recommendation") or {}
     status = str(verdict.get("status"))
     paths = source.get("paths") or ["?"]
-    where = paths[0] if len(paths) == 1 else f"{len(paths)} files"
+    where = printable(str(paths[0])) if len(paths) == 1 else f"{len(paths)} files"
     stdout.print(
         Text.assemble(
             ("rcdiag recommend", "bold"),
@@ -117,13 +119,18 @@ def recommend(
     (the same advice as rcdiag report).
     """
     with cli_errors(debug):
+        written = outputs({"--json": json_path}, paths, {"--from": from_json})
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        if json_path is not None:
-            write_json(json_path, document)
+        if "--json" in written:
+            write_output(written["--json"], document)
+        if not quiet:
+            from rcdiag.report.run import malformed_results
+
+            with malformed_results(from_json):
+                show(document)
     if quiet:
         return
-    show(document)
-    if json_path is not None:
-        stderr.print(f"wrote {json_path}", markup=False)
+    if "--json" in written:
+        wrote(written["--json"])

@@ -16,15 +16,18 @@ from rcdiag.commands._common import (
     QuietOption,
     VetoOption,
     cli_errors,
+    outputs,
     parse_dialect,
     reads_dump,
     stderr,
     stdout,
-    write_json,
+    write_output,
+    wrote,
 )
 from rcdiag.commands.analyze import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 
 OptionalPaths = Annotated[
@@ -57,7 +60,13 @@ def load_or_compute(
     quiet: bool,
 ) -> dict[str, Any]:
     """The report document: read from ``--from``, or computed from the dump in one pass."""
-    from rcdiag.report.run import ReportOptions, build_report_document, complete, load_document
+    from rcdiag.report.run import (
+        ReportOptions,
+        build_report_document,
+        complete,
+        load_document,
+        malformed_results,
+    )
 
     explicit = parse_dialect(dialect)
     if from_json is not None:
@@ -69,7 +78,8 @@ def load_or_compute(
                 f"--dialect {explicit}: {from_json} holds results of the "
                 f"{document['dialect']} dialect; recompute them from the dump"
             )
-        return complete(document)
+        with malformed_results(from_json):
+            return complete(document)
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
@@ -99,8 +109,8 @@ def headline(document: dict[str, Any]) -> str:
 def report(
     paths: OptionalPaths = None,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Where to write the HTML report.")
-    ] = Path("report.html"),
+        str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML report.")
+    ] = "report.html",
     from_json: FromOption = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
@@ -118,18 +128,21 @@ def report(
     with cli_errors(debug):
         from rcdiag.report.recommend import UNMEASURED_LINE
         from rcdiag.report.render import write_html
+        from rcdiag.report.run import malformed_results
 
+        written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        size = write_html(output, document)
-        if json_path is not None:
-            write_json(json_path, document)
+        with malformed_results(from_json):
+            size = write_html(written["--output"], document)
+        if "--json" in written:
+            write_output(written["--json"], document)
     if quiet:
         return
-    stdout.print(headline(document), markup=False, highlight=False)
+    stdout.print(printable(headline(document)), markup=False, highlight=False)
     if not (document.get("recommendation") or {}).get("measured", True):
         stderr.print(f"note: {UNMEASURED_LINE}", markup=False)
-    stderr.print(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser", markup=False)
-    if json_path is not None:
-        stderr.print(f"wrote {json_path}", markup=False)
+    wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
+    if "--json" in written:
+        wrote(written["--json"])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from rcdiag.commands._common import DebugOption, cli_errors, stdout
+from rcdiag.commands._common import DebugOption, cli_errors, shown, stdout
+from rcdiag.errors import UsageError
 from rcdiag.synth import SCENARIO_DESCRIPTIONS, config_for, write_synthetic_dump
 
 _SCENARIO_HELP = "Start from a named scenario: " + "; ".join(
@@ -18,9 +19,10 @@ _SCENARIO_HELP = "Start from a named scenario: " + "; ".join(
 
 def synth(
     out: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="Where to write: a parquet file, or with --shards a directory of step=N/ shards."
+            metavar="OUT",
+            help="Where to write: a parquet file, or with --shards a directory of step=N/ shards.",
         ),
     ],
     scenario: Annotated[str | None, typer.Option("--scenario", help=_SCENARIO_HELP)] = None,
@@ -124,13 +126,16 @@ def synth(
     if tail_df == 0:
         overrides["tail_df"] = None
     overrides["dtype"] = "float32" if float32 else "float64"
-    as_shards = shards if shards is not None else out.suffix != ".parquet"
+    names_directory = out.endswith(("/", os.sep))
+    as_shards = shards if shards is not None else names_directory or Path(out).suffix != ".parquet"
     with cli_errors(debug):
+        if names_directory and not as_shards:
+            raise UsageError(f"{out}: names a directory (it ends in /); give a file name")
         config = config_for(scenario, **overrides)
-        summary = write_synthetic_dump(out, config, shards=as_shards, overwrite=force)
+        summary = write_synthetic_dump(Path(out), config, shards=as_shards, overwrite=force)
     layout = "step shards" if summary.shards else "file"
     stdout.print(
         f"wrote {summary.rows:,} rows · {summary.valid_tokens:,} valid tokens · "
-        f"{summary.steps} steps → {escape(str(summary.path))} "
+        f"{summary.steps} steps → {shown(summary.path)} "
         f"({layout}, {summary.bytes / 1e6:.2f} MB)"
     )

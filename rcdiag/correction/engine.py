@@ -391,7 +391,7 @@ class Rejection(Component):
         """(L, U) in the statistic's space: log bounds for k1, (0, hi) for k2/k3."""
         c = self.criterion
         if c.divergence == "k1":
-            return math.log(c.lo), math.log(c.hi)
+            return safe_log(c.lo), safe_log(c.hi)  # C = inf: 1/C = 0, no lower bound
         return 0.0, c.hi
 
     def judge(self, view: TokenView) -> Judged:

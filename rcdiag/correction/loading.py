@@ -11,18 +11,18 @@ from rcdiag.correction.config import ConfigError, detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import read_text_input
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """A YAML file holding rollout-correction keys: bare, or under ``algorithm: rollout_correction:``."""
     import yaml
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read configuration ({exc.strerror or exc})") from None
+    text = read_text_input(path, "configuration")
     try:
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise UsageError(f"{path}: not a configuration (YAML nested too deeply)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -69,20 +69,21 @@ def files_dialect(
 
 
 def resolve_configs(
-    presets: Sequence[str],
+    presets: Sequence[str] | None,
     config_files: Sequence[Path],
     explicit: Dialect | None,
 ) -> tuple[Dialect, list[NamedConfig]]:
-    """The dialect and the configurations to compare.
+    """The dialect and the configurations to compare: the named presets (None: every preset of the
+    dialect) followed by the files.
 
     The dialect is ``explicit`` if given, else the one the files' keys imply, else ``latest``; a file
-    contradicting ``explicit`` or another file is an error. Without presets or files: every preset.
+    contradicting ``explicit`` or another file is an error.
     """
     files = {path: read_config_file(path) for path in config_files}
     dialect = files_dialect(files, explicit) or explicit or DEFAULT_DIALECT
     registry = PRESETS[dialect]
     named: list[NamedConfig] = []
-    for name in presets or ([] if files else list(registry)):
+    for name in list(registry) if presets is None else presets:
         if name not in registry:
             raise ConfigError(
                 f"unknown {dialect} preset {name!r}; `rcdiag presets --dialect {dialect}` lists "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import glob
+import os
 import queue
 import re
 import threading
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
+from rcdiag.io.paths import file_kind
 from rcdiag.metrics.ragged import RaggedBatch
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -40,6 +42,9 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
 
 POSITIVE_LOG_PROB = 0.01
 """A log-prob above this is no log-prob (logits, or a column holding something else): warned about."""
+
+INT64_MIN, INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+"""Steps are 64-bit signed integers."""
 
 _FLAG = {"rollout": "--rollout-col", "training": "--training-col", "mask": "--mask-col"}
 _FLAG["step"] = "--step-col"
@@ -82,6 +87,11 @@ class StepSelection:
             stop = int(match[2]) if match[2] else None
             if start is not None and stop is not None and start > stop:
                 raise UsageError(f"--steps {steps!r}: the first step is after the last one")
+            if any(v is not None and not INT64_MIN <= v <= INT64_MAX for v in (start, stop)):
+                raise UsageError(f"--steps {steps!r}: a step is a 64-bit signed integer")
+        for value in step:
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise UsageError(f"--step {value}: a step is a 64-bit signed integer")
         return cls(frozenset(step), start, stop)
 
     @property
@@ -120,6 +130,8 @@ def discover(paths: Sequence[str | Path]) -> list[Path]:
             found.extend(inside)
         elif path.is_file():
             found.append(path)
+        elif file_kind(path) is not None:
+            raise InputError(f"{path}: is {file_kind(path)}, not a parquet file")
         elif glob.has_magic(str(raw)):
             matches = sorted(Path(p) for p in glob.glob(str(raw), recursive=True))
             files = [p for p in matches if p.is_file()]
@@ -139,16 +151,17 @@ def discover(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def _hive_step(path: Path, step_column: str) -> int | None:
+    """The step a ``STEP_COLUMN=N`` directory (the innermost one) gives the file, if any."""
     value = None
     for part in path.parent.parts:
         key, sep, raw = part.partition("=")
         if sep and key == step_column:
-            try:
-                value = int(raw)
-            except ValueError:
+            if not re.fullmatch(r"[+-]?[0-9]+", raw) or not INT64_MIN <= int(raw) <= INT64_MAX:
                 raise InputError(
-                    f"{path}: partition directory {part!r} does not hold an integer step"
-                ) from None
+                    f"{path}: partition directory {part!r} does not hold an integer step "
+                    "(a 64-bit signed integer)"
+                )
+            value = int(raw)
     return value
 
 
@@ -212,12 +225,51 @@ class DumpFile:
         return values / max(1, meta.num_rows)
 
 
+_ROLE_WORDS = {
+    "rollout": "rollout log-probs",
+    "training": "training log-probs",
+    "mask": "response mask",
+    "step": "step",
+}
+
+
+def _check_distinct(columns: _FileColumns, names: ColumnNames, path: Path) -> None:
+    """Each role reads its own column: a log-prob column compared with itself would show no
+    mismatch at all, a mask equal to a log-prob column would mask by the log-probs."""
+    seen: dict[str, str] = {}
+    for role in _ROLE_WORDS:
+        name = getattr(columns, role)
+        if name is None:
+            continue
+        if name in seen:
+            first = seen[name]
+            given = [f"{_FLAG[r]} {name}" for r in (first, role) if getattr(names, r) is not None]
+            flags = f" ({', '.join(given)})" if given else ""
+            raise InputError(
+                f"{path}: column {name!r} would be read as both the {_ROLE_WORDS[first]} and the "
+                f"{_ROLE_WORDS[role]}{flags}; each needs its own column"
+            )
+        seen[name] = role
+
+
+def _source(path: Path) -> str | pa.NativeFile:
+    """What pyarrow opens: the path, or the file opened by its bytes when the path is not valid
+    UTF-8 (a name with undecodable bytes, which pyarrow cannot take as a path)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return pa.OSFile(os.fsencode(path))
+    return str(path)
+
+
 def open_file(path: Path, names: ColumnNames) -> DumpFile:
     """Read a file's footer and resolve its columns; raises InputError on anything unusable."""
     try:
         if path.stat().st_size == 0:
             raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
-        handle = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{path}: cannot read the file (permission denied)")
+        handle = pq.ParquetFile(_source(path), buffer_size=1 << 20, pre_buffer=False)
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
@@ -226,16 +278,26 @@ def open_file(path: Path, names: ColumnNames) -> DumpFile:
     schema = handle.schema_arrow
     step_name = names.step or DEFAULT_NAMES["step"][0]
     hive = _hive_step(path, step_name)
+    # a directory step=N stands for an absent step column, also one named by --step-col
+    absent_step = names.step is not None and hive is not None and names.step not in schema.names
     columns = _FileColumns(
         rollout=str(_resolve(schema, path, "rollout", names.rollout)),
         training=str(_resolve(schema, path, "training", names.training)),
         mask=_resolve(schema, path, "mask", names.mask),
-        step=_resolve(schema, path, "step", names.step if hive is None else None),
+        step=None if absent_step else _resolve(schema, path, "step", names.step),
         hive_step=hive,
         uid=_resolve(schema, path, "uid", None),
     )
     if names.step and columns.step is None and hive is None:
         raise InputError(f"{path}: no column {names.step!r} and no {names.step}=N directory")
+    _check_distinct(columns, names, path)
+    for name in (columns.rollout, columns.training, columns.mask, columns.step, columns.uid):
+        count = schema.names.count(name) if name is not None else 0
+        if count > 1:
+            raise InputError(
+                f"{path}: the file has {count} columns named {name!r}; which one to read is "
+                "ambiguous (rename them)"
+            )
     return DumpFile(path, handle, columns)
 
 
@@ -454,7 +516,7 @@ class DumpReader:
         cols = dump_file.columns
         rows = record_batch.num_rows
         if cols.step is None:
-            return np.full(rows, dump_file.columns.hive_step or 0, dtype=np.int64)
+            return np.full(rows, cols.hive_step or 0, dtype=np.int64)
         array = record_batch.column(cols.step)
         if not pa.types.is_integer(array.type):
             raise InputError(
@@ -465,7 +527,22 @@ class DumpReader:
             raise InputError(
                 f"{dump_file.path}: row {first_row + row}: column {cols.step!r} is null"
             )
-        return array.to_numpy(zero_copy_only=False).astype(np.int64)
+        values = array.to_numpy(zero_copy_only=False)
+        if values.dtype == np.uint64 and values.size and values.max() > INT64_MAX:
+            row = int(np.flatnonzero(values > INT64_MAX)[0])
+            raise InputError(
+                f"{dump_file.path}: row {first_row + row}: column {cols.step!r} holds "
+                f"{int(values[row])}, above the largest step rcdiag reads (2^63 - 1)"
+            )
+        steps = values.astype(np.int64)
+        if cols.hive_step is not None and (steps != cols.hive_step).any():
+            row = int(np.flatnonzero(steps != cols.hive_step)[0])
+            raise InputError(
+                f"{dump_file.path}: row {first_row + row}: column {cols.step!r} holds step "
+                f"{int(steps[row])} but the file is in the directory {cols.step}="
+                f"{cols.hive_step}; make them agree (or move the file)"
+            )
+        return steps
 
 
 def _describe(value: float) -> str:

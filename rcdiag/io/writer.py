@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import stat
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -18,28 +21,124 @@ ROW_GROUP_TOKENS = 1 << 20
 """Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
 
 
+RUN_STARTED = time.time()
+"""When this process started writing (module import): older unlocked temporary files are stale."""
+
+
+def _naming_target(exc: OSError, target: Path) -> OSError:
+    """The same error, about ``target`` (not the temporary file, nor no file at all)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OSError(exc.errno, reason, str(target)) if exc.errno else OSError(reason, str(target))
+
+
+def _lock(fd: int) -> bool:
+    """Take an exclusive lock on an open file without waiting; False when another process holds it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: rely on the age test alone
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_temporary_files(target: Path) -> list[Path]:
+    """Remove what killed runs left beside ``target``: files named like this module's temporary
+    files for that target (``.NAME.XXXXXXXX.tmp``), regular, last modified before this process
+    started and locked by no process (a writer holds a lock on its temporary file until it renames
+    it). Anything else is left alone. Returns the removed paths.
+    """
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
+    except OSError:
+        return removed
+    for candidate in candidates:
+        with contextlib.suppress(OSError):
+            info = candidate.lstat()
+            if not stat.S_ISREG(info.st_mode) or info.st_mtime >= RUN_STARTED:
+                continue
+            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                if _lock(fd):
+                    candidate.unlink()
+                    removed.append(candidate)
+            finally:
+                os.close(fd)
+    return removed
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO or a character device (``/dev/null``, a terminal): written in place, not replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+@contextlib.contextmanager
+def _write_in_place(target: Path, mode: str) -> Iterator[IO[Any]]:
+    try:  # O_NONBLOCK: a FIFO nobody reads is an error (ENXIO) instead of a hang
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(exc.errno, "a FIFO that no process reads", str(target)) from None
+        raise
+    os.set_blocking(fd, True)
+    with open(fd, mode, **_text_options(mode)) as handle:
+        yield handle
+
+
+def _text_options(mode: str) -> dict[str, Any]:
+    return {} if "b" in mode else {"encoding": "utf-8", "errors": "backslashreplace"}
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success it replaces ``path`` in one rename.
 
     Readers never see a half-written file and a failure leaves any existing ``path`` untouched.
-    Missing parent directories are created.
+    Missing parent directories are created. Text is UTF-8 (an undecodable file-name byte that
+    reaches it is written as a backslash escape). A FIFO or a character device (``/dev/null``) is
+    written in place. Every error names ``path``, never the temporary file; temporary files that
+    killed runs left for the same ``path`` are removed (:func:`remove_stale_temporary_files`).
     """
     target = Path(path)
     if str(path).endswith(("/", os.sep)) or target.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory; give a file name", str(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, mode) as handle:
+        if _is_stream(target):
+            with _write_in_place(target, mode) as handle:
+                yield handle
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporary_files(target)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _naming_target(exc, target) from exc
+    _lock(fd)
+    handle = os.fdopen(fd, mode, **_text_options(mode))
+    try:
+        try:
             yield handle
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+            handle.flush()
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(
+                tmp, 0o666 & ~umask
+            )  # mkstemp creates 0600; give the file ordinary permissions
+            os.replace(tmp, target)  # still locked: the name is never unlocked while it exists
+        finally:
+            handle.close()
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming_target(exc, target) from exc
         raise
 
 

@@ -117,10 +117,9 @@ class GroupedStats:
             arr = self._data[name]
             if kind == "sum":
                 arr[:size] += np.bincount(slots, weights=vals, minlength=size)
-            elif kind == "max":
-                np.maximum.at(arr, slots, vals)
             else:
-                np.minimum.at(arr, slots, vals)
+                with np.errstate(invalid="ignore"):  # a NaN value (∞ − ∞) makes the extreme NaN
+                    (np.maximum if kind == "max" else np.minimum).at(arr, slots, vals)
 
     def keys_of_slots(self, slots: I64) -> list[int]:
         """The group key of each slot."""
@@ -159,7 +158,8 @@ class GroupedStats:
             if picked.size == 0:
                 out[name] = _IDENTITY[kind]
             elif kind == "sum":
-                out[name] = float(picked.sum())
+                with np.errstate(over="ignore", invalid="ignore"):  # ±inf, ∞ − ∞ = NaN (verl)
+                    out[name] = float(picked.sum())
             elif kind == "max":
                 out[name] = float(picked.max())
             else:

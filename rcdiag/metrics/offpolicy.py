@@ -128,9 +128,10 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
 
     Every token function used below is 0 at ℓ = 0, so invalid positions (where ℓ was set to 0) add
     nothing to the token sums; the ones that are not (weights, band and veto counts) are masked.
-    Overflows give +inf (e.g. k3 of ℓ > 709), as verl's float64 arithmetic does.
+    Overflows give +inf (e.g. k3 of ℓ > 709) and ∞ − ∞ gives NaN (mean log-probs beyond the
+    float64 range), as verl's float64 arithmetic does.
     """
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         return _row_statistics(batch, log_ratio, veto_threshold)
 
 

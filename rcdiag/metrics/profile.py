@@ -104,22 +104,29 @@ class _TokenBuckets:
 
     def add(self, bucket: I64, ell: F64, abs_ell: F64, k3: F64) -> None:
         n = self.size
+        with np.errstate(over="ignore"):  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
+            squares = ell * ell
         self.sums["tokens"] += np.bincount(bucket, minlength=n)
         self.sums["sum"] += np.bincount(bucket, weights=ell, minlength=n)
         self.sums["abs_sum"] += np.bincount(bucket, weights=abs_ell, minlength=n)
-        self.sums["sq_sum"] += np.bincount(bucket, weights=ell * ell, minlength=n)
+        self.sums["sq_sum"] += np.bincount(bucket, weights=squares, minlength=n)
         self.sums["k3_sum"] += np.bincount(bucket, weights=k3, minlength=n)
         np.maximum.at(self.abs_max, bucket, abs_ell)
 
     def rows(self, label: Any) -> list[dict[str, Any]]:
-        """One dict per non-empty bucket: counts, mean ℓ, mean |ℓ|, std of ℓ, k3 mean, max |ℓ|."""
+        """One dict per non-empty bucket: counts, mean ℓ, mean |ℓ|, std of ℓ, k3 mean, max |ℓ|.
+
+        std = √(max(0, Σℓ²/n − (Σℓ/n)²)), +inf when Σℓ² is (then no finite spread describes ℓ;
+        otherwise (Σℓ/n)² ≤ Σℓ²/n is finite too).
+        """
         out = []
         for b in range(self.size):
-            tokens = self.sums["tokens"][b]
+            tokens = float(self.sums["tokens"][b])
             if tokens == 0:
                 continue
-            mean = self.sums["sum"][b] / tokens
-            variance = max(0.0, self.sums["sq_sum"][b] / tokens - mean * mean)
+            mean = float(self.sums["sum"][b]) / tokens
+            mean_square = float(self.sums["sq_sum"][b]) / tokens
+            variance = max(0.0, mean_square - mean * mean) if mean_square < np.inf else np.inf
             out.append(
                 {
                     "bucket": b,
@@ -262,7 +269,8 @@ class MismatchProfile:
         valid = batch.mask[start:stop]
         n = int(valid.sum())
         worst = int(np.argmax(np.where(valid, np.abs(values), -1.0)))
-        total = float(values.sum())
+        with np.errstate(over="ignore"):  # beyond the float64 range: ±inf, as in seq_sum
+            total = float(values.sum())
         uid = None if batch.uids is None else batch.uids[i]
         return {
             "score": score,

@@ -96,7 +96,8 @@ def _nonempty_starts(offsets: I64) -> tuple[Bool, I64]:
 
 
 def segment_sum(values: NDArray[np.generic], offsets: I64) -> F64:
-    """Per-row sum Σ_{t ∈ row i} values[t]; an empty row sums to 0.
+    """Per-row sum Σ_{t ∈ row i} values[t]; an empty row sums to 0. A sum beyond the float64
+    range is ±inf (and ∞ − ∞ is NaN), as verl's float64 arithmetic gives, without a warning.
 
     Example:
         >>> segment_sum(np.array([1.0, 2.0, 3.0]), np.array([0, 2, 2, 3]))
@@ -105,7 +106,8 @@ def segment_sum(values: NDArray[np.generic], offsets: I64) -> F64:
     out = np.zeros(offsets.size - 1, dtype=np.float64)
     nonempty, starts = _nonempty_starts(offsets)
     if starts.size:
-        out[nonempty] = np.add.reduceat(values, starts, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[nonempty] = np.add.reduceat(values, starts, dtype=np.float64)
     return out
 
 

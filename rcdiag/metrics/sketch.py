@@ -50,8 +50,9 @@ class QuantileSketch:
         edges = bits.astype(np.int64).view(np.float64)
         if edges[0] == 0.0 or edges[1] == 0.0 or np.sign(edges[0]) != np.sign(edges[1]):
             return 0.0
-        # The midpoint of the bucket's magnitudes: within relative_error of every member.
-        return float((edges[0] + edges[1]) / 2.0)
+        # The midpoint of the bucket's magnitudes: within relative_error of every member (written
+        # so that it cannot overflow next to the largest float).
+        return float(edges[0] + (edges[1] - edges[0]) / 2.0)
 
     def add(self, slots: I64, values: F64, keys: list[int]) -> None:
         """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``)."""

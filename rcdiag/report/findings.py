@@ -19,6 +19,7 @@ the first and the last quarter of the steps; the text shows those two numbers an
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -276,7 +277,7 @@ def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
     present = [v for v in recent_abs if v is not None]
     return Trend(
         steps=len(usable),
-        growth=float(10.0**slope),
+        growth=10.0**slope if slope < math.log10(sys.float_info.max) else math.inf,
         correlation=correlation,
         first=float(np.median(k3[:quarter])),
         recent=float(np.median(k3[-quarter:])),

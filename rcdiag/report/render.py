@@ -524,7 +524,7 @@ def render_html(document: Mapping[str, Any]) -> str:
 def write_html(path: str | Path, document: Mapping[str, Any]) -> int:
     """Render and write the report atomically; returns its size in bytes."""
     html = render_html(document)
-    data = html.encode("utf-8")
+    data = html.encode("utf-8", "backslashreplace")  # a file name's undecodable bytes: \udcff
     with atomic_write(path, "wb") as handle:
         handle.write(data)
     return len(data)

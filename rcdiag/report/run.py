@@ -14,7 +14,9 @@ The document is a superset of the ``rcdiag analyze`` JSON (contract §4: ``sourc
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K, MismatchProfile
 from rcdiag.report.candidates import candidate_sweeps, preset_configs
 from rcdiag.report.recommend import recommend
+from rcdiag.report.schema import check_shape
 from rcdiag.report.verdict import verdict
 from rcdiag.results import (
     SCHEMA_VERSION,
@@ -137,24 +141,13 @@ def load_document(path: Path) -> dict[str, Any]:
     Raises:
         UsageError: unreadable file, not JSON, or not an rcdiag results document of schema 1.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read results ({exc.strerror or exc})") from None
-    if data[:4] == b"PAR1":
-        raise UsageError(
-            f"{path}: not a results JSON (it looks like a parquet dump: pass it without --from)"
-        )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UsageError(
-            f"{path}: not a results JSON (binary, not UTF-8 text; a dump is passed without --from)"
-        ) from None
+    text = read_text_input(path, "results JSON", ": pass it without --from")
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not rcdiag results (JSON nested too deeply)") from None
     if not isinstance(document, dict) or "schema_version" not in document:
         raise UsageError(
             f"{path}: not rcdiag results (expected the JSON of rcdiag report, analyze or "
@@ -167,9 +160,10 @@ def load_document(path: Path) -> dict[str, Any]:
         )
     if document.get("dialect") not in DIALECTS:
         raise UsageError(f"{path}: unknown dialect {document.get('dialect')!r}")
-    if "source" not in document:
+    if not isinstance(document.get("source"), dict):
         raise UsageError(f"{path}: not rcdiag results (no 'source' object)")
-    if "sweep" in document and "sweeps" not in document:
+    check_shape(document, str(path))
+    if isinstance(document.get("sweep"), dict) and "sweeps" not in document:
         sweep = document["sweep"]
         document["sweeps"] = [
             {
@@ -178,7 +172,23 @@ def load_document(path: Path) -> dict[str, Any]:
                 "title": f"{sweep.get('target')} (rejection only)",
             }
         ]
-    return document
+    # the verdict and the advice are pure functions of the rest: recomputed, never trusted
+    return {k: v for k, v in document.items() if k not in ("verdict", "recommendation")}
+
+
+@contextlib.contextmanager
+def malformed_results(path: Path | None) -> Iterator[None]:
+    """Report a results document from ``path`` that the report cannot use as bad input naming the
+    file (for the inconsistencies :func:`~rcdiag.report.schema.check_shape` does not catch); a
+    no-op for a document computed from a dump (``path`` None), where such an error is a bug."""
+    if path is None:
+        yield
+        return
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
+        detail = f"no field {exc}" if isinstance(exc, KeyError) else f"{exc}"
+        raise UsageError(f"{path}: not valid rcdiag results ({detail})") from exc
 
 
 def analyze_part(document: dict[str, Any]) -> dict[str, Any]:
