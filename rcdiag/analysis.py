@@ -13,6 +13,7 @@ import numpy as np
 
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.metrics.evidence import EVIDENCE_STATISTICS, LagBreakdown, evidence_statistics
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
@@ -80,6 +81,8 @@ class OffPolicyAnalysis:
         self.options = options or AnalyzeOptions()
         self.stats = GroupedStats(ROW_STATISTICS)
         self.sketch = QuantileSketch()
+        self.evidence = GroupedStats(EVIDENCE_STATISTICS)
+        self.lags = LagBreakdown()
 
     def update(self, batch: RaggedBatch) -> None:
         """Fold one batch of rows into the per-step statistics."""
@@ -87,9 +90,10 @@ class OffPolicyAnalysis:
             return
         slots = self.stats.slots_for(batch.steps)
         log_ratio = masked_log_ratio(batch)
-        self.stats.add(
-            slots, row_statistics(batch, log_ratio, self.options.effective_veto_threshold)
-        )
+        row_stats = row_statistics(batch, log_ratio, self.options.effective_veto_threshold)
+        self.stats.add(slots, row_stats)
+        self.evidence.add(self.evidence.slots_for(batch.steps), evidence_statistics(batch))
+        self.lags.update(batch, row_stats)
         local, local_of_row = np.unique(slots, return_inverse=True)
         valid_log_ratio = log_ratio[batch.mask]
         token_slots = (

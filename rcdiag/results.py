@@ -11,17 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rcdiag import __version__
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis, StepResult
+from rcdiag.assess.diagnosis import Diagnosis, Observations, diagnose
+from rcdiag.assess.registry import MetricStatus, judge
+from rcdiag.checks.trend import detect_trend
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.errors import InputError
-from rcdiag.health import evaluate
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.ragged import RaggedBatch
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ def analysis_document(
     source = source_info(dump, reader, analysis.stats)
     overall = analysis.overall()
     steps = [analysis.step_result(s) for s in analysis.steps()]
+    statuses, diagnosis = assess(analysis, steps, reader.positive_log_probs)
     return {
         **header(options.dialect),
         "source": source,
@@ -139,12 +144,40 @@ def analysis_document(
             {"step": s.step, "rows": s.rows, "valid_tokens": s.valid_tokens, "metrics": s.metrics}
             for s in steps
         ],
-        "checks": evaluate(
-            overall,
-            # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
-            skip=() if options.legacy_veto else ("rollout_corr/rollout_is_veto_fraction",),
-        ),
+        "checks": [status.to_json() for status in statuses],
+        "diagnosis": diagnosis.to_json(),
     }
+
+
+DRIFT_ALPHA = 0.01
+"""Significance level of the change-point test behind the ``growing_drift`` diagnosis."""
+
+
+def assess(
+    analysis: OffPolicyAnalysis, steps: Sequence[StepResult], positive_log_probs: int
+) -> tuple[list[MetricStatus], Diagnosis]:
+    """The registry status of every overall metric and the diagnosis of the dump."""
+    overall = analysis.overall()
+    # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
+    skip = () if analysis.options.legacy_veto else ("rollout_corr/rollout_is_veto_fraction",)
+    statuses = judge(overall, skip=skip)
+    k3 = np.array(
+        [np.nan if (v := s.metrics["rollout_corr/k3_kl"]) is None else v for s in steps],
+        dtype=np.float64,
+    )
+    finite = k3[np.isfinite(k3)]
+    recent = float(np.median(finite[-max(1, finite.size // 4) :])) if finite.size > 1 else None
+    evidence = analysis.evidence.groups()
+    observations = Observations(
+        overall=overall,
+        totals={**analysis.stats.total(), **analysis.evidence.total()},
+        step_evidence=[evidence[s.step] for s in steps],
+        k3_trend=detect_trend([s.step for s in steps], k3, alpha=DRIFT_ALPHA),
+        recent_k3_kl=recent,
+        lags=analysis.lags.table() or None,
+        positive_log_probs=positive_log_probs,
+    )
+    return statuses, diagnose(observations, [m.status for m in statuses])
 
 
 def configuration_result(

@@ -4,11 +4,14 @@ Pure generation (seeded numpy, no printing) plus one writer. Per token the model
 
 .. math::
     \\ell = \\log\\pi_{train} - \\log\\pi_{rollout}
-          = s_t\\,(\\beta\\,b + \\sigma Z + \\tau T_\\nu),
+          = s_t\\,(\\beta\\,b + \\sigma Z + \\tau T_\\nu) - \\tfrac12 (s_t \\sigma)^2,
     \\qquad s_t = (1 + \\mathrm{drift}\\cdot t)^2,\\; t = \\tfrac{step}{steps - 1}
 
 where b ≤ 0 is the token's base log-prob (mostly near 0, a long tail toward −14), Z ~ N(0, 1),
-T_ν ~ Student-t(ν) (absent when ``tail_df`` is None), β = ``bias``, σ = ``noise``, τ = ``tail_scale``;
+T_ν ~ Student-t(ν) (absent when ``tail_df`` is None), β = ``bias``, σ = ``noise``, τ = ``tail_scale``.
+The −(s_t σ)²/2 makes the Gaussian part's weight ρ = e^ℓ average exactly 1, as it does for any tokens
+sampled from the rollout policy (E_q[π/q] = Σ π = 1), so kl = σ²/2 ≥ 0 as in real dumps; a bias
+β ≠ 0 (an engine systematically over- or under-confident, like a temperature) breaks that on purpose;
 on a fraction ``catastrophic_rate``·s_t of tokens ℓ is replaced by −U(8, 15), and ℓ is clipped to
 [−30, 14]. Then
 log π_rollout = min(b, −ℓ) and log π_train = log π_rollout + ℓ, so both are ≤ 0 and ℓ is exactly
@@ -66,8 +69,9 @@ class SynthConfig:
         length_dist: ``lognormal`` (σ = 0.6 in log space), ``uniform`` on [1, 2·mean − 1] or
             ``fixed``.
         max_length: longest response; longer draws are clipped.
-        noise: σ, std of the zero-mean Gaussian token noise in ℓ (bf16-like: 0.005 … 0.01).
-        bias: β, systematic shift ℓ = β·log p (fp8-like): β > 0 makes the rollout engine
+        noise: σ, std of the Gaussian token noise in ℓ (bf16-like: 0.005 … 0.01); its mean is
+            −σ²/2 so that E[e^ℓ] = 1 (module docstring).
+        bias: β, systematic shift ℓ = β·log p (temperature-like): β > 0 makes the rollout engine
             over-confident (π_train < π_rollout), β < 0 under-confident; β ≥ −1.
         tail_df: ν, degrees of freedom of an extra Student-t noise term (heavy tails); None: none.
         tail_scale: τ, scale of the Student-t term.
@@ -136,7 +140,7 @@ class SynthConfig:
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "bf16": {"noise": 0.008},
-    "fp8": {"noise": 0.1, "bias": 0.65},
+    "fp8": {"noise": 0.33},
     "heavy_tails": {
         "noise": 0.01,
         "tail_df": 2.0,
@@ -160,8 +164,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 """Named presets: overrides of :class:`SynthConfig` defaults (see :data:`SCENARIO_DESCRIPTIONS`)."""
 
 SCENARIO_DESCRIPTIONS: dict[str, str] = {
-    "bf16": "healthy bf16 rollout: tiny zero-mean noise (σ 0.008), no bias",
-    "fp8": "fp8 rollout: over-confident engine (bias 0.65) + noise 0.1: mean |Δ log p| ≈ 0.27",
+    "bf16": "healthy bf16 rollout: tiny noise (σ 0.008), no bias",
+    "fp8": "fp8 rollout: noise σ 0.33, mean |Δ log p| ≈ 0.27 (the published fp8 level)",
     "heavy_tails": "Student-t (ν = 2) noise and 1e-3 catastrophic tokens: veto fraction > 0.1",
     "long_responses": "~4000-token responses, noise 0.03: token metrics fine, sequence IS explodes",
     "drift": "20 steps starting bf16-like, mismatch ×(1 + 4·t)² toward collapse",
@@ -237,7 +241,8 @@ def generate_step(config: SynthConfig, step: int) -> SynthStep:
 
     scale = config.drift_factor(step)
     base = _base_log_probs(rng, shape)
-    ell = scale * (config.bias * base + config.noise * rng.standard_normal(shape))
+    sigma = scale * config.noise
+    ell = scale * config.bias * base + sigma * rng.standard_normal(shape) - 0.5 * sigma * sigma
     if config.tail_df is not None:
         ell += scale * config.tail_scale * rng.standard_t(config.tail_df, size=shape)
     catastrophic = rng.random(shape) < min(1.0, config.catastrophic_rate * scale)

@@ -9,12 +9,12 @@ import pytest
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.catalog import analysis_metric_names
+from rcdiag.assess.registry import RECORDS
 from rcdiag.checks.defaults import (
     BASELINE_DIRECTIONS,
-    CI_GATES,
     RARE_EVENT_ABS_TOL,
     default_rules,
-    from_health_rule,
+    from_band,
 )
 from rcdiag.checks.rules import (
     AGGREGATIONS,
@@ -28,7 +28,6 @@ from rcdiag.checks.rules import (
     validate_rules,
 )
 from rcdiag.errors import UsageError
-from rcdiag.health import HEALTH_RULES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NAMES = analysis_metric_names(AnalyzeOptions())
@@ -242,22 +241,23 @@ def test_valid_rules_pass_validation() -> None:
     validate_rules(rules, MetricCatalog(NAMES, CATALOG.presets, baseline=NAMES))
 
 
-def test_default_rules_come_from_health_rules_without_copies() -> None:
-    rules = {
-        r.metric: r for r in default_rules(NAMES, with_baseline=False) if r.aggregation == "overall"
-    }
-    for health in HEALTH_RULES:
-        if health.metric not in NAMES:
-            assert health.metric not in rules
-            continue
-        rule = rules[health.metric]
-        assert rule == from_health_rule(health)
-        # the CI rule passes exactly where the health rule is not breached
-        for probe in (0.0, 1e-4, 0.05, 0.3, 0.5, 1.0, 1.5, 2.5, -0.2):
-            judged = abs(probe) if rule.absolute else probe
-            assert rule.holds(judged) == (not health.breached(probe))
-        expected = "fail" if health.status == "fail" or health.metric in CI_GATES else "warn"
-        assert rule.severity == expected
+def test_default_rules_are_the_registry_bands() -> None:
+    rules = [r for r in default_rules(NAMES, with_baseline=False) if r.aggregation == "overall"]
+    expected = [
+        from_band(record, band)
+        for record in RECORDS
+        if record.name in NAMES
+        for band in record.bands
+    ]
+    assert rules == expected
+    for record in RECORDS:
+        for band in record.bands:
+            rule = from_band(record, band)
+            # the CI rule passes exactly where the band is not breached
+            for probe in (0.0, 1e-6, 1e-4, 0.05, 0.3, 0.5, 1.0, 1.5, 2.5, -0.2, -3.0):
+                judged = abs(probe) if rule.absolute else probe
+                assert rule.holds(judged) == (not record.breaches(probe, band)), (rule, probe)
+            assert rule.severity == ("fail" if band.status == "act" else "warn")
 
 
 def test_default_baseline_rules() -> None:

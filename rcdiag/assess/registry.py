@@ -233,6 +233,15 @@ class MetricStatus:
     band: str | None
     source: str | None
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "status": self.status,
+            "band": self.band,
+            "source": self.source,
+        }
+
 
 def judge(metrics: Mapping[str, float | None], skip: Iterable[str] = ()) -> list[MetricStatus]:
     """The status of every registry metric present (not null, not in ``skip``) in ``metrics``."""

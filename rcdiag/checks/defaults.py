@@ -1,26 +1,18 @@
-"""The built-in rule set: contract §5 thresholds (from :data:`rcdiag.health.HEALTH_RULES`), trend
-gates, and baseline comparisons for the metrics that measure the mismatch.
+"""The built-in rule set: the metric registry's bands as rules, and baseline comparisons for the
+metrics that measure the mismatch.
 
-Severity in CI: a health rule marked ``fail`` (χ²_token > 1, "severe") fails the run, and so do the
-two thresholds the contract names as *gates other frameworks' CI uses* (:data:`CI_GATES`: NeMo-RL's
-token KL < 1e-3, slime's mean |Δ log p| ≤ 0.1); the other verl-documentation thresholds warn.
+Each band of :data:`rcdiag.assess.registry.RECORDS` becomes one rule on the overall value: an ``act``
+band fails the run, a ``watch`` band is reported and passes. With the diagnosis gate of the check
+command (a cause of severity ``act`` fails), ``rcdiag check`` with its default rules exits 1 exactly
+when the verdict is ``act``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from rcdiag.checks.rules import Bound, Direction, Rule, Severity
-from rcdiag.health import HEALTH_RULES, HealthRule
-
-CI_GATES: frozenset[str] = frozenset({"rollout_corr/k3_kl", "rcdiag/abs_log_ratio_mean"})
-"""Health metrics whose contract §5 threshold is a CI gate elsewhere: ``fail`` severity here."""
-
-MAX_RISE = 0.5
-"""Default trend gate: a significant sustained rise of more than 50 % within one dump fails."""
-
-TREND_METRICS: tuple[str, ...] = ("rollout_corr/k3_kl", "rcdiag/abs_log_ratio_mean")
-"""Metrics gated by default on a sustained rise over steps (the two CI gates)."""
+from rcdiag.assess.registry import RECORDS, Band, MetricRecord
+from rcdiag.checks.rules import Bound, Direction, Rule
 
 BASELINE_DIRECTIONS: dict[str, Direction] = {
     "rollout_corr/k3_kl": "higher",
@@ -51,45 +43,35 @@ with no such event has replicates that are all 0, so the bootstrap cannot expres
 without a floor a handful of events in the current dump would read as drift."""
 
 
-def from_health_rule(rule: HealthRule) -> Rule:
-    """The CI rule that passes exactly when the health rule is not breached.
+def from_band(record: MetricRecord, band: Band) -> Rule:
+    """The CI rule that passes exactly when ``record``'s value does not breach ``band``.
 
     Example:
-        >>> from rcdiag.health import HEALTH_RULES
-        >>> [from_health_rule(r).expression for r in HEALTH_RULES[:2]]
-        ['warn: abs(rollout_corr/kl.overall) <= 0.1', 'rollout_corr/k3_kl.overall <= 0.001']
+        >>> from rcdiag.assess.registry import REGISTRY
+        >>> k3 = REGISTRY["rollout_corr/k3_kl"]
+        >>> [from_band(k3, b).expression for b in k3.bands]
+        ['warn: rollout_corr/k3_kl.overall <= 0.001', 'rollout_corr/k3_kl.overall <= 0.1']
     """
-    severity: Severity = "fail" if rule.status == "fail" or rule.metric in CI_GATES else "warn"
     lower = upper = None
-    if rule.op == "outside":
-        assert isinstance(rule.threshold, tuple)
-        lower, upper = Bound(rule.threshold[0]), Bound(rule.threshold[1])
-    elif rule.op == "<":
-        assert isinstance(rule.threshold, float)
-        lower = Bound(rule.threshold)
+    if isinstance(band.limit, tuple):
+        lower, upper = Bound(band.limit[0]), Bound(band.limit[1])
+    elif record.worse == "lower":
+        lower = Bound(band.limit)
     else:
-        assert isinstance(rule.threshold, float)
-        upper = Bound(rule.threshold)
+        upper = Bound(band.limit)
     return Rule(
-        metric=rule.metric,
+        metric=record.name,
         lower=lower,
         upper=upper,
-        absolute=rule.op == "abs>",
-        severity=severity,
-        why=f"published threshold — {rule.why}",
+        absolute=record.worse == "abs",
+        severity="fail" if band.status == "act" else "warn",
+        why=f"{band.status} band — {band.source}",
     )
 
 
-def trend_rules() -> tuple[Rule, ...]:
-    return tuple(
-        Rule(
-            metric=metric,
-            aggregation="rise",
-            upper=Bound(MAX_RISE),
-            why="a sustained rise within the run (Pettitt change point, docs/rules.md)",
-        )
-        for metric in TREND_METRICS
-    )
+def registry_rules() -> tuple[Rule, ...]:
+    """One rule per band of every registry record."""
+    return tuple(from_band(record, band) for record in RECORDS for band in record.bands)
 
 
 def baseline_rules(abs_tol: float = 0.0) -> tuple[Rule, ...]:
@@ -113,11 +95,10 @@ def default_rules(
 ) -> tuple[Rule, ...]:
     """The rules ``rcdiag check`` evaluates when given none, restricted to ``available`` metrics.
 
-    Health rules on metrics the run does not produce (the IS-weight metrics exist only for a preset;
+    Rules on metrics the run does not produce (the IS-weight metrics exist only for a preset;
     verl's veto metrics only in the legacy dialect) are left out.
     """
-    rules = [from_health_rule(r) for r in HEALTH_RULES]
-    rules += trend_rules()
+    rules = list(registry_rules())
     if with_baseline:
         rules += baseline_rules(abs_tol)
     return tuple(r for r in rules if r.metric in available)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rcdiag.checks.baseline import Baseline, Drift, compare
-from rcdiag.checks.rules import CheckSettings, Rule
+from rcdiag.checks.rules import Bound, CheckSettings, Rule, Severity
 from rcdiag.checks.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
 from rcdiag.formatting import fmt
 from rcdiag.metrics.ragged import F64
@@ -197,6 +197,23 @@ def evaluate_rules(
     return [evaluate_rule(rule, inputs, settings) for rule in rules]
 
 
+def diagnosis_results(diagnosis: Mapping[str, Any]) -> list[RuleResult]:
+    """The diagnosis gate of the default rules: one result per diagnosed cause, ``fail`` for a
+    cause of severity ``act`` and ``warn`` for ``watch`` (docs/rules.md)."""
+    results = []
+    for cause in diagnosis["causes"]:
+        severity: Severity = "fail" if cause["severity"] == "act" else "warn"
+        rule = Rule(
+            metric=f"diagnosis/{cause['id']}",
+            upper=Bound(0.0),
+            severity=severity,
+            name=f"diagnosis: {cause['id']} ({cause['severity']})",
+            why=cause["advice"],
+        )
+        results.append(RuleResult(rule, severity, None, detail=cause["summary"]))
+    return results
+
+
 def passed(results: Sequence[RuleResult]) -> bool:
     """No fail-severity rule failed (warnings and skipped rules do not fail a run)."""
     return all(r.status != "fail" for r in results)
@@ -232,6 +249,7 @@ def check_document(
         "source": analysis["source"],
         "baseline": baseline,
         "settings": dataclasses.asdict(settings),
+        "diagnosis": analysis["diagnosis"],
         "passed": ok,
         "exit_code": 0 if ok else 1,
         "counts": counts,

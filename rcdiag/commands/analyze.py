@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions
+from rcdiag.assess.registry import judge, worst
 from rcdiag.commands._common import (
     ALL_STEPS,
     DebugOption,
@@ -32,9 +33,9 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
+from rcdiag.commands._terminal import show_diagnosis, status_text
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
-from rcdiag.health import evaluate, worst
 from rcdiag.results import DumpSpec, analyze_dump, empty_steps
 from rcdiag.results import Progress as Progress_
 
@@ -51,8 +52,6 @@ STEP_COLUMNS: dict[str, str] = {
     "rcdiag/ess_token": "ESS tok",
     "rcdiag/veto_fraction": "veto",
 }
-
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
 @reads_dump
@@ -165,49 +164,42 @@ def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
 
 
 def show(document: dict[str, Any]) -> None:
-    """The terminal view: source line, overall metrics with verdicts, per-step table."""
+    """The terminal view: source line, diagnosis, overall metrics with statuses, per-step table."""
     source = document["source"]
     stdout.print(
         f"[bold]rcdiag analyze[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
         f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps · "
         f"{len(source['paths'])} file(s)"
     )
-    verdict = {c["metric"]: c for c in document["checks"]}
+    show_diagnosis(document["diagnosis"])
+    judged = {c["metric"]: c for c in document["checks"]}
     table = Table(title="Overall (whole dump as one batch)", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_column("verdict")
+    table.add_column("status")
     for name, value in document["overall"].items():
-        check = verdict.get(name)
+        check = judged.get(name)
         status = ""
         if check is not None:
-            style = _STYLE[check["status"]]
-            status = f"[{style}]{check['status']}[/] [dim]({_limit(check)})[/]"
+            status = status_text(check["status"])
+            if check["band"]:
+                status += f" [dim]({check['band']})[/]"
         table.add_row(name, fmt(value), status)
     stdout.print(table)
     stdout.print(step_table(document["steps"]))
 
 
-def _limit(check: dict[str, Any]) -> str:
-    threshold = check["threshold"]
-    if isinstance(threshold, list):
-        return f"ok in [{fmt(threshold[0])}, {fmt(threshold[1])}]"
-    return f"limit {fmt(threshold)}"
-
-
 def step_table(steps: list[dict[str, Any]]) -> Table:
     """One row per step, or per range of consecutive steps (means; worst verdict) when many."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
-    title = (
-        "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst verdict)"
-    )
+    title = "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst status)"
     table = Table(title=title, title_justify="left")
     table.add_column("step", justify="right")
     table.add_column("rows", justify="right")
     table.add_column("valid tok", justify="right")
     for label in STEP_COLUMNS.values():
         table.add_column(label, justify="right")
-    table.add_column("verdict")
+    table.add_column("status")
     for start in range(0, len(steps), group):
         chunk = steps[start : start + group]
         label = (
@@ -217,14 +209,13 @@ def step_table(steps: list[dict[str, Any]]) -> Table:
         for name in STEP_COLUMNS:
             present = [s["metrics"][name] for s in chunk if s["metrics"].get(name) is not None]
             values.append(fmt(sum(present) / len(present)) if present else "–")
-        statuses = [c["status"] for s in chunk for c in evaluate(s["metrics"])]
+        statuses = [c.status for s in chunk for c in judge(s["metrics"])]
         status = worst(statuses) if any(s["valid_tokens"] for s in chunk) else "empty"
-        style = _STYLE.get(status, "dim")
         table.add_row(
             label,
             f"{sum(s['rows'] for s in chunk):,}",
             f"{sum(s['valid_tokens'] for s in chunk):,}",
             *values,
-            f"[{style}]{status}[/]",
+            status_text(status),
         )
     return table

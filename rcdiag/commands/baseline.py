@@ -110,8 +110,23 @@ def baseline(
     if quiet:
         return
     show(document)
+    warn_if_not_healthy(analysis["diagnosis"])
     warn_about_null_replicates(document)
     wrote(written["--output"])
+
+
+def warn_if_not_healthy(diagnosis: dict[str, Any]) -> None:
+    """A baseline is the reference of "no regression": say so when the reference itself is not
+    healthy: checks against it then only flag what gets worse."""
+    if diagnosis["verdict"] == "healthy":
+        return
+    causes = ", ".join(f"{c['id']} ({c['severity']})" for c in diagnosis["causes"]) or (
+        "metrics outside the healthy ranges"
+    )
+    stderr.print(
+        f"[yellow]Warning:[/] the reference run is not healthy (verdict {diagnosis['verdict']}: "
+        f"{causes}); checks against this baseline will only flag what gets worse than it."
+    )
 
 
 def warn_about_null_replicates(document: dict[str, Any]) -> None:

@@ -16,7 +16,13 @@ from rcdiag.checks.baseline import Baseline, check_compatible, parse_baseline
 from rcdiag.checks.bootstrap import CHECK_STREAM
 from rcdiag.checks.catalog import analysis_metric_names, preset_metric_names
 from rcdiag.checks.defaults import default_rules
-from rcdiag.checks.evaluate import CheckInputs, check_document, evaluate_rules, fmt
+from rcdiag.checks.evaluate import (
+    CheckInputs,
+    check_document,
+    diagnosis_results,
+    evaluate_rules,
+    fmt,
+)
 from rcdiag.checks.outputs import STATUS_TEXT, junit_xml, markdown, verdict_line
 from rcdiag.checks.rules import (
     SETTING_NAMES,
@@ -119,6 +125,7 @@ class Plan(NamedTuple):
     rules: list[Rule]
     configs: list[NamedConfig]
     catalog: MetricCatalog
+    with_defaults: bool
 
 
 def make_plan(
@@ -152,7 +159,8 @@ def make_plan(
         check_compatible(baseline, chosen, options.effective_veto_threshold, str(baseline_path))
     names = analysis_metric_names(options)
     rules = list(ruleset.rules)
-    if not rules or ruleset.include_defaults:
+    with_defaults = not rules or ruleset.include_defaults
+    if with_defaults:
         rules = [*default_rules(names, baseline is not None, settings.abs_tol), *rules]
     configs, available = _configs(rules, config_files or [], chosen)
     catalog = MetricCatalog(
@@ -162,7 +170,7 @@ def make_plan(
         baseline=None if baseline is None else list(baseline.overall),
     )
     validate_rules(rules, catalog)
-    return Plan(options, rules, configs, catalog)
+    return Plan(options, rules, configs, catalog, with_defaults)
 
 
 def read_once(
@@ -173,7 +181,7 @@ def read_once(
 
     Returns the analyze document, the compared configurations by name and the replicates.
     """
-    options, _, configs, _ = plan
+    options, configs = plan.options, plan.configs
     comparison = PresetComparison(configs) if configs else None
     replicates = None
     if bootstrap and baseline is not None:
@@ -333,6 +341,8 @@ def check(
         )
         inputs = CheckInputs(analysis, presets, replicates, baseline)
         results = evaluate_rules(rules, inputs, settings)
+        if plan.with_defaults:
+            results += diagnosis_results(analysis["diagnosis"])
         document = check_document(
             inputs, results, settings, None if baseline_path is None else str(baseline_path)
         )

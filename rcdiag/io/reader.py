@@ -37,6 +37,7 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "mask": ("response_mask",),
     "step": ("step",),
     "uid": ("uid",),
+    "lag": ("policy_lag",),
 }
 """Column names tried in order for each role when the user names none (contract §2)."""
 
@@ -172,7 +173,7 @@ def _resolve(schema: pa.Schema, path: Path, role: str, chosen: str | None) -> st
     for name in candidates:
         if name in names:
             return name
-    if role in ("mask", "step", "uid") and chosen is None:
+    if role in ("mask", "step", "uid", "lag") and chosen is None:
         return None
     wanted = " or ".join(repr(c) for c in candidates)
     # never suggest the column another role reads: comparing a column with itself shows no mismatch
@@ -198,6 +199,7 @@ class _FileColumns:
     step: str | None
     hive_step: int | None
     uid: str | None
+    lag: str | None
 
 
 @dataclass
@@ -287,11 +289,19 @@ def open_file(path: Path, names: ColumnNames) -> DumpFile:
         step=None if absent_step else _resolve(schema, path, "step", names.step),
         hive_step=hive,
         uid=_resolve(schema, path, "uid", None),
+        lag=_resolve(schema, path, "lag", None),
     )
     if names.step and columns.step is None and hive is None:
         raise InputError(f"{path}: no column {names.step!r} and no {names.step}=N directory")
     _check_distinct(columns, names, path)
-    for name in (columns.rollout, columns.training, columns.mask, columns.step, columns.uid):
+    for name in (
+        columns.rollout,
+        columns.training,
+        columns.mask,
+        columns.step,
+        columns.uid,
+        columns.lag,
+    ):
         count = schema.names.count(name) if name is not None else 0
         if count > 1:
             raise InputError(
@@ -389,7 +399,7 @@ class DumpReader:
     def _file_batches(self, dump_file: DumpFile) -> Iterator[RaggedBatch]:
         cols = dump_file.columns
         wanted = [cols.rollout, cols.training]
-        extra = (cols.mask, cols.step, cols.uid if self.row_details else None)
+        extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
         wanted += [c for c in extra if c is not None and c not in wanted]
         rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
         first_row = 0
@@ -447,6 +457,9 @@ class DumpReader:
             mask=mask,
             offsets=offsets,
             steps=steps,
+            lags=None
+            if cols.lag is None
+            else _integer_column(record_batch, cols.lag, path, first_row, minimum=0),
         )
         if self.row_details:
             batch = dataclasses.replace(
@@ -517,24 +530,7 @@ class DumpReader:
         rows = record_batch.num_rows
         if cols.step is None:
             return np.full(rows, cols.hive_step or 0, dtype=np.int64)
-        array = record_batch.column(cols.step)
-        if not pa.types.is_integer(array.type):
-            raise InputError(
-                f"{dump_file.path}: column {cols.step!r} has type {array.type}; expected an integer"
-            )
-        if array.null_count:
-            row = _first_true(array.is_null())
-            raise InputError(
-                f"{dump_file.path}: row {first_row + row}: column {cols.step!r} is null"
-            )
-        values = array.to_numpy(zero_copy_only=False)
-        if values.dtype == np.uint64 and values.size and values.max() > INT64_MAX:
-            row = int(np.flatnonzero(values > INT64_MAX)[0])
-            raise InputError(
-                f"{dump_file.path}: row {first_row + row}: column {cols.step!r} holds "
-                f"{int(values[row])}, above the largest step rcdiag reads (2^63 - 1)"
-            )
-        steps = values.astype(np.int64)
+        steps = _integer_column(record_batch, cols.step, dump_file.path, first_row)
         if cols.hive_step is not None and (steps != cols.hive_step).any():
             row = int(np.flatnonzero(steps != cols.hive_step)[0])
             raise InputError(
@@ -543,6 +539,34 @@ class DumpReader:
                 f"{cols.hive_step}; make them agree (or move the file)"
             )
         return steps
+
+
+def _integer_column(
+    record_batch: pa.RecordBatch, name: str, path: Path, first_row: int, minimum: int | None = None
+) -> np.ndarray:
+    """A per-row integer column as int64, checked: integer type, no null, within int64 (and at
+    least ``minimum``)."""
+    array = record_batch.column(name)
+    if not pa.types.is_integer(array.type):
+        raise InputError(f"{path}: column {name!r} has type {array.type}; expected an integer")
+    if array.null_count:
+        row = _first_true(array.is_null())
+        raise InputError(f"{path}: row {first_row + row}: column {name!r} is null")
+    values = array.to_numpy(zero_copy_only=False)
+    if values.dtype == np.uint64 and values.size and values.max() > INT64_MAX:
+        row = int(np.flatnonzero(values > INT64_MAX)[0])
+        raise InputError(
+            f"{path}: row {first_row + row}: column {name!r} holds {int(values[row])}, above the "
+            "largest integer rcdiag reads (2^63 - 1)"
+        )
+    out = values.astype(np.int64)
+    if minimum is not None and values.size and out.min() < minimum:
+        row = int(np.flatnonzero(out < minimum)[0])
+        raise InputError(
+            f"{path}: row {first_row + row}: column {name!r} holds {int(out[row])}; expected "
+            f"≥ {minimum}"
+        )
+    return out
 
 
 def _describe(value: float) -> str:

@@ -26,41 +26,46 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rcdiag.assess.registry import REGISTRY, Status
 from rcdiag.formatting import short
 
 Size = Literal["tiny", "moderate", "large"]
 
+
+def band_limit(metric: str, status: Status) -> float:
+    """The limit of ``metric``'s ``status`` band in the registry (the one place it is written)."""
+    band = REGISTRY[metric].band(status)
+    assert band is not None and isinstance(band.limit, float), (metric, status)
+    return band.limit
+
+
 LIMITS: dict[str, float] = {
-    "tiny_k3_kl": 1e-3,
-    "tiny_abs_log_ratio": 0.02,
-    "large_abs_log_ratio": 0.1,
-    "large_kl": 0.1,
-    "large_chi2_token": 1.0,
-    "large_k3_kl": 0.1,
-    "seq_chi2": 1.0,
-    "seq_ess": 0.5,
+    "tiny_k3_kl": band_limit("rollout_corr/k3_kl", "watch"),
+    "tiny_abs_log_ratio": band_limit("rcdiag/abs_log_ratio_mean", "watch"),
+    "large_abs_log_ratio": band_limit("rcdiag/abs_log_ratio_mean", "act"),
+    "large_chi2_token": band_limit("rollout_corr/chi2_token", "act"),
+    "large_k3_kl": band_limit("rollout_corr/k3_kl", "act"),
+    "seq_chi2": band_limit("rollout_corr/chi2_seq", "watch"),
+    "seq_ess": band_limit("rcdiag/ess_seq", "watch"),
+    "catastrophic_fraction": band_limit("rcdiag/catastrophic_token_fraction", "watch"),
+    "veto_fraction": band_limit("rcdiag/veto_fraction", "act"),
     "bias_share": 0.5,
-    "catastrophic_fraction": 1e-5,
-    "veto_fraction": 0.1,
-    "trend_min_steps": 4,
-    "trend_growth": 4.0,
-    "trend_correlation": 0.6,
-    "trend_gate_k3_kl": 1e-3,
     "keep_target": 0.95,
     "is_mass_removed": 0.05,
 }
-"""Every limit of the rules (docs/recommendation.md explains each; the tests check they agree).
+"""The limits the recommendation rules read (docs/recommendation.md explains each). Health limits
+are the registry's bands (:mod:`rcdiag.assess.registry`), read here, never restated:
 
-* ``tiny_*``: the top of the dense-bf16 K3 range (1e-3) and twice the healthy bf16 mean |Δ log p|.
-* ``large_*``: slime's gate on mean |Δ log p|, verl's |kl| and χ²_token alarms, top of the MoE range.
-* ``seq_*``: sequence-level ratios are unusable when χ²_seq > 1 or their Kish ESS < 0.5.
+* ``tiny_*``: the registry's ``watch`` limits of k3_kl and mean |Δ log p|: below both, the
+  mismatch is within the healthy dense-bf16 ranges.
+* ``large_*``: the ``act`` limits of mean |Δ log p|, χ²_token and k3_kl.
+* ``seq_*``: sequence-level ratios are unusable past the ``watch`` limits of χ²_seq and ESS_seq.
+* ``catastrophic_fraction``, ``veto_fraction``: the registry's limits on catastrophic tokens.
 * ``bias_share``: |kl| / mean |Δ log p| at or above which the mismatch is a systematic shift.
-* ``catastrophic_fraction``: share of valid tokens with π_train/π_rollout < τ that calls for a
-  max criterion; ``veto_fraction``: verl's alarm on the share of sequences holding one.
-* ``trend_*``: a growing mismatch needs this many steps, growth and correlation; it calls for action
-  once the recent k3_kl exceeds the gate.
 * ``keep_target``: rejection thresholds are the tightest grid points keeping this share of tokens.
 * ``is_mass_removed``: the largest share of IS weight mass truncation may remove at C.
+
+Whether the mismatch grows is the diagnosis's ``growing_drift`` cause (one change-point test).
 """
 
 
@@ -95,14 +100,6 @@ class Trend:
             f"{short(self.recent)} ({median}{last})"
         )
 
-    @property
-    def growing(self) -> bool:
-        return (
-            self.steps >= LIMITS["trend_min_steps"]
-            and self.growth >= LIMITS["trend_growth"]
-            and self.correlation >= LIMITS["trend_correlation"]
-        )
-
 
 @dataclass(frozen=True)
 class Findings:
@@ -123,6 +120,11 @@ class Findings:
     log_ppl_abs_diff: float | None
     steps: int
     trend: Trend | None
+    causes: Mapping[str, Status]
+    """Diagnosed cause id → severity (the diagnosis of the document)."""
+    verdict: Status | None = None
+    dump_bug: str | None = None
+    """The dump bug the diagnosis found (the figures then describe the bug, not training)."""
 
     @property
     def complete(self) -> bool:
@@ -202,16 +204,13 @@ class Findings:
 
     @property
     def growing(self) -> bool:
-        return self.trend is not None and self.trend.growing
+        """The diagnosis found a sustained rise (``growing_drift``)."""
+        return "growing_drift" in self.causes
 
     @property
     def drifting(self) -> bool:
-        """Growing, and recently past the k3_kl gate."""
-        return (
-            self.trend is not None
-            and self.trend.growing
-            and self.trend.recent > LIMITS["trend_gate_k3_kl"]
-        )
+        """Growing, and past the healthy range: the diagnosis rates the rise ``act``."""
+        return self.causes.get("growing_drift") == "act"
 
 
 def shown_ratio(first: float | None, last: float | None) -> float | None:
@@ -232,7 +231,6 @@ def shown_ratio(first: float | None, last: float | None) -> float | None:
 def _size(abs_log_ratio: float, k3_kl: float, kl: float | None, chi2: float | None) -> Size:
     if (
         abs_log_ratio > LIMITS["large_abs_log_ratio"]
-        or abs(kl or 0.0) > LIMITS["large_kl"]
         or (chi2 or 0.0) > LIMITS["large_chi2_token"]
         or k3_kl > LIMITS["large_k3_kl"]
     ):
@@ -293,6 +291,7 @@ def findings(document: Mapping[str, Any]) -> Findings:
     overall: Mapping[str, Any] = document.get("overall") or {}
     steps = document.get("steps") or []
     options = document.get("options") or {}
+    diagnosis = document.get("diagnosis") or {}
     return Findings(
         k3_kl=_number(overall, "rollout_corr/k3_kl"),
         kl=_number(overall, "rollout_corr/kl"),
@@ -309,4 +308,9 @@ def findings(document: Mapping[str, Any]) -> Findings:
         log_ppl_abs_diff=_number(overall, "rollout_corr/log_ppl_abs_diff"),
         steps=len(steps),
         trend=trend(steps),
+        causes={c["id"]: c["severity"] for c in diagnosis.get("causes", [])},
+        verdict=diagnosis.get("verdict"),
+        dump_bug=next(
+            (c["id"] for c in diagnosis.get("causes", []) if c["kind"] == "dump_bug"), None
+        ),
     )

@@ -568,6 +568,26 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
             ],
             "measured": entries.measured,
         }
+    bug = next(
+        (c for c in (document.get("diagnosis") or {}).get("causes", []) if c["kind"] == "dump_bug"),
+        None,
+    )
+    if bug is not None:  # no correction for a dump bug: the pipeline needs the fix
+        return {
+            "dialect": dialect,
+            "rules": [
+                {"id": bug["id"], "text": f"{bug['summary'][0].upper()}{bug['summary'][1:]}."}
+            ],
+            "choices": [],
+            "avoid": [],
+            "notes": [
+                f"No rollout-correction configuration is recommended: the dump shows a bug in "
+                f"how it was made ({bug['id']}), and importance sampling or rejection would hide "
+                f"it rather than fix it. {bug['advice']}"
+            ],
+            "measured": entries.measured,
+            "dump_bug": bug["id"],
+        }
     fired = [r for r in RULES if r.applies(f)]
     notes: list[str] = []
     if not entries.measured:

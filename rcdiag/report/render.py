@@ -27,9 +27,8 @@ from markupsafe import Markup
 from rcdiag.formatting import count, pct, short
 from rcdiag.io.writer import atomic_write
 from rcdiag.report.figures import Chart, all_charts
-from rcdiag.report.findings import LIMITS
 from rcdiag.report.recommend import recommend, rule_table
-from rcdiag.report.verdict import verdict
+from rcdiag.report.verdict import CSS_STATUS, verdict
 from rcdiag.results import json_safe
 
 TEMPLATES = Path(str(importlib.resources.files("rcdiag.templates")))
@@ -281,16 +280,9 @@ def _gauge_view(gauge: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _metric_status(metric: str, value: float | None, checks: Mapping[str, Any]) -> str:
+    """The page's colour class of a metric's registry status (``info`` for unjudged metrics)."""
     if metric in checks:
-        return str(checks[metric]["status"])
-    if value is None:
-        return "info"
-    if metric == "rollout_corr/chi2_seq":
-        return "warn" if value > LIMITS["seq_chi2"] else "ok"
-    if metric == "rcdiag/ess_seq":
-        return "warn" if value < LIMITS["seq_ess"] else "ok"
-    if metric == "rcdiag/catastrophic_token_fraction":
-        return "warn" if value >= LIMITS["catastrophic_fraction"] else "ok"
+        return CSS_STATUS[checks[metric]["status"]]
     return "info"
 
 

@@ -51,6 +51,7 @@ ANALYZE_KEYS: tuple[str, ...] = (
     "overall",
     "steps",
     "checks",
+    "diagnosis",
 )
 """The keys of a report document that form the ``rcdiag analyze`` document (contract §4)."""
 

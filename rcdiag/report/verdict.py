@@ -4,7 +4,7 @@ A pure function of a result document (:func:`verdict`). Each :class:`Signal` is 
 :class:`~rcdiag.report.findings.Findings` with a status; the verdict is the most severe status among
 the signals that fire (``healthy`` when none does), headed by the first firing signal in
 :data:`SIGNALS` order. Each signal names the one or two metrics that decide it, shown on a gauge of
-the published ranges (:data:`SCALES`, contract §5).
+the published ranges of the metric registry (:mod:`rcdiag.assess.registry`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rcdiag.assess.registry import REGISTRY
 from rcdiag.formatting import pct, short
 from rcdiag.report.findings import LIMITS, Findings, findings, tokens
 
 Status = Literal["healthy", "watch", "act"]
-_RANK: dict[str, int] = {"healthy": 0, "watch": 1, "act": 2}
 
 
 @dataclass(frozen=True)
@@ -44,74 +44,40 @@ class Scale:
 
 
 INF = math.inf
-SCALES: dict[str, Scale] = {
-    "rollout_corr/k3_kl": Scale(
-        "k3_kl (token KL, K3 estimator)",
-        True,
-        1e-6,
-        1.0,
-        (
-            Band(1e-5, "ok", "below the dense-bf16 range"),
-            Band(1e-3, "ok", "dense bf16 models: 1e-5 … 1e-3"),
-            Band(1e-1, "warn", "MoE models: 1e-3 … 1e-1"),
-            Band(INF, "fail", "beyond every published range"),
-        ),
-        ((1e-3, "NeMo-RL gate"),),
-        "published K3 KL ranges; NeMo-RL gates bf16 at 1e-3",
-    ),
-    "rcdiag/abs_log_ratio_mean": Scale(
-        "mean |Δ log p| per token",
-        True,
-        1e-3,
-        1.0,
-        (
-            Band(0.1, "ok", "below slime's gate 0.1"),
-            Band(INF, "fail", "above slime's gate 0.1"),
-        ),
-        ((0.01, "healthy bf16 ≈ 0.01"), (0.27, "fp8 rollout ≈ 0.27")),
-        "slime gates at 0.1; ≈ 0.01 healthy bf16, ≈ 0.27 fp8 rollout",
-    ),
-    "rollout_corr/kl": Scale(
-        "|kl| (mean log π_rollout − log π_train)",
-        True,
-        1e-6,
-        1.0,
-        (Band(0.1, "ok", "within verl's |kl| ≤ 0.1"), Band(INF, "warn", "verl: |kl| > 0.1")),
-        (),
-        "verl docs: |kl| > 0.1 is a large mismatch",
-    ),
-    "rollout_corr/chi2_token": Scale(
-        "χ²_token (E[ρ²] − 1 of token weights)",
-        True,
-        1e-5,
-        100.0,
-        (Band(1.0, "ok", "below verl's severe level 1"), Band(INF, "fail", "verl: > 1 is severe")),
-        (),
-        "verl docs: chi2_token > 1 is severe",
-    ),
-    "rollout_corr/chi2_seq": Scale(
-        "χ²_seq (E[(∏ρ)²] − 1 of sequence weights)",
-        True,
-        1e-3,
-        1e4,
-        (
-            Band(1.0, "ok", "sequence weights usable"),
-            Band(INF, "warn", "> 1: sequence-level weights unreliable (rcdiag rule)"),
-        ),
-        (),
-        "rcdiag: verl's χ² > 1 alarm applied to sequence weights",
-    ),
-    "rcdiag/veto_fraction": Scale(
-        "sequences holding a catastrophic token",
-        False,
-        0.0,
-        0.5,
-        (Band(0.1, "warn", "≤ 10% of sequences"), Band(INF, "fail", "verl: > 10% of sequences")),
-        (),
-        "verl docs: veto fraction > 0.1",
-    ),
+CSS_STATUS: dict[str, Literal["ok", "warn", "fail"]] = {
+    "healthy": "ok",
+    "watch": "warn",
+    "act": "fail",
 }
-"""Gauges of the deciding metrics: their published ranges (contract §5)."""
+"""The page's colour classes of the registry's statuses."""
+
+
+def scale(metric: str) -> Scale:
+    """The gauge of ``metric``: its registry record's bands as contiguous ranges.
+
+    Example:
+        >>> [(b.upto, b.status) for b in scale("rollout_corr/k3_kl").bands]
+        [(0.001, 'ok'), (0.1, 'warn'), (inf, 'fail')]
+    """
+    record = REGISTRY[metric]
+    assert record.gauge is not None, metric
+    bands: list[Band] = []
+    below = "healthy"
+    for band in sorted(record.bands, key=lambda b: b.limit):
+        assert isinstance(band.limit, float)
+        bands.append(Band(band.limit, CSS_STATUS[below], f"{below}: ≤ {short(band.limit)}"))
+        below = band.status
+    last = record.bands[-1]
+    bands.append(Band(INF, CSS_STATUS[below], f"{below} — {last.source}"))
+    return Scale(
+        record.label,
+        record.gauge.log,
+        record.gauge.lo,
+        record.gauge.hi,
+        tuple(bands),
+        record.gauge.marks,
+        "; ".join(b.source for b in record.bands),
+    )
 
 
 @dataclass(frozen=True)
@@ -139,7 +105,7 @@ def _drift_headline(f: Findings) -> str:
     assert t is not None
     return (
         f"the mismatch grows over {t.steps} steps: {t.words()}, past the dense-bf16 range "
-        f"(≤ {short(LIMITS['trend_gate_k3_kl'])})"
+        f"(≤ {short(LIMITS['tiny_k3_kl'])})"
     )
 
 
@@ -243,30 +209,30 @@ HEALTHY_HEADLINE = (
 
 
 def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
-    """Where ``value`` sits on the published ranges of ``metric`` (:data:`SCALES`)."""
-    scale = SCALES[metric]
+    """Where ``value`` sits on the published ranges of ``metric`` (its registry record)."""
+    gauge_scale = scale(metric)
     shown = abs(value) if value is not None and metric == "rollout_corr/kl" else value
     band = None
     if shown is not None:
-        band = next(b for b in scale.bands if shown < b.upto or b.upto == INF)
+        band = next(b for b in gauge_scale.bands if shown <= b.upto or b.upto == INF)
     return {
         "metric": metric,
-        "label": scale.label,
+        "label": gauge_scale.label,
         "caption": caption,
         "value": shown,
         "display": short(shown) if not metric.endswith("fraction") else pct(shown),
         "status": band.status if band else None,
         "band": band.label if band else None,
-        "source": scale.source,
+        "source": gauge_scale.source,
         "scale": {
-            "log": scale.log,
-            "lo": scale.lo,
-            "hi": scale.hi,
+            "log": gauge_scale.log,
+            "lo": gauge_scale.lo,
+            "hi": gauge_scale.hi,
             "bands": [
                 {"upto": None if b.upto == INF else b.upto, "status": b.status, "label": b.label}
-                for b in scale.bands
+                for b in gauge_scale.bands
             ],
-            "markers": [{"at": at, "label": label} for at, label in scale.markers],
+            "markers": [{"at": at, "label": label} for at, label in gauge_scale.markers],
         },
     }
 
@@ -282,18 +248,14 @@ def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
             "signals": [],
         }
     fired = [s for s in SIGNALS if s.applies(f)]
-    checks = document.get("checks") or []
-    failed = [c for c in checks if c.get("status") == "fail"]
-    warned = [c for c in checks if c.get("status") == "warn"]
-    status: Status = "healthy"
-    for s in fired:
-        if _RANK[s.status] > _RANK[status]:
-            status = s.status
-    if failed:
-        status = "act"
-    elif warned and status == "healthy":
-        status = "watch"
-    if fired:
+    diagnosis = document.get("diagnosis") or {"verdict": "healthy", "causes": []}
+    status: Status = diagnosis["verdict"]
+    bug = next((c for c in diagnosis["causes"] if c["kind"] == "dump_bug"), None)
+    if bug is not None:
+        headline = f"a bug in how the dump was made ({bug['id']}): {bug['summary']}"
+        deciding = [_k3(f), _abs(f)]
+        fired = []
+    elif fired:
         lead = fired[0]
         headline = lead.headline(f)
         deciding = lead.deciding(f)
@@ -305,6 +267,4 @@ def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
         "headline": headline[0].upper() + headline[1:] + ".",
         "deciding": [gauge(m, v, c) for m, v, c in deciding if v is not None],
         "signals": [{"id": s.id, "status": s.status, "text": s.headline(f)} for s in fired[1:]],
-        "checks_failed": [c["metric"] for c in failed],
-        "checks_warned": [c["metric"] for c in warned],
     }
