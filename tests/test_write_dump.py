@@ -52,6 +52,28 @@ def test_numpy_without_mask_and_per_row_steps(tmp_path: Path) -> None:
     assert table.schema.field("rollout_log_probs").type.value_type == "float"
 
 
+@pytest.mark.parametrize("compression", ["snappy", "zstd"])
+def test_compression_and_no_dictionary_for_log_probs(tmp_path: Path, compression: str) -> None:
+    rollout, old, mask = _tensors(torch.float32)
+    path = rcdiag.write_dump(
+        tmp_path / "d.parquet",
+        rollout,
+        old,
+        mask,
+        extra_columns={"uid": ["a", "a", "b", "b"]},
+        compression=compression,
+    )
+    columns = pq.ParquetFile(path).metadata.row_group(0)
+    chunks = {
+        columns.column(i).path_in_schema: columns.column(i) for i in range(columns.num_columns)
+    }
+    assert {c.compression for c in chunks.values()} == {compression.upper()}
+    for name in ("rollout_log_probs.list.element", "old_log_probs.list.element"):
+        assert not chunks[name].has_dictionary_page  # distinct floats: a dictionary only adds bytes
+    assert chunks["uid"].has_dictionary_page
+    assert pq.read_table(path).column("old_log_probs").to_pylist()[1] == old[1].tolist()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -168,6 +168,7 @@ def write_dump(
     *,
     trim_padding: bool = True,
     extra_columns: Mapping[str, Any] | None = None,
+    compression: str = "snappy",
 ) -> Path:
     """Write one batch of padded [B, T] log-probs as an rcdiag dump (one row per response).
 
@@ -182,6 +183,8 @@ def write_dump(
         trim_padding: drop each row's trailing masked positions (values under the mask are never
             read, so this changes no metric and makes the file smaller).
         extra_columns: per-row columns to add, e.g. ``{"uid": uids}`` (length B each).
+        compression: parquet codec (``snappy``, ``zstd``, ``gzip``, ``none``, …); ``zstd`` makes
+            smaller files.
 
     Returns:
         The path written.
@@ -226,5 +229,12 @@ def write_dump(
     table = pa.table(columns)
     tokens_per_row = max(1.0, float(lengths.mean()) if rows else 1.0)
     with atomic_write(path, "wb") as handle:
-        pq.write_table(table, handle, row_group_size=max(1, int(ROW_GROUP_TOKENS / tokens_per_row)))
+        pq.write_table(
+            table,
+            handle,
+            row_group_size=max(1, int(ROW_GROUP_TOKENS / tokens_per_row)),
+            compression=compression,
+            # log-probs are nearly all distinct: a dictionary of them only makes the file larger
+            use_dictionary=[n for n in columns if n not in ("rollout_log_probs", "old_log_probs")],
+        )
     return Path(path)
