@@ -180,8 +180,8 @@ def config_for(scenario: str | None = None, **overrides: Any) -> SynthConfig:
 
     Example:
         >>> config = config_for("fp8", seed=3)
-        >>> config.bias, config.seed
-        (0.65, 3)
+        >>> config.noise, config.seed
+        (0.33, 3)
     """
     base: dict[str, Any] = {}
     if scenario is not None:

@@ -163,7 +163,7 @@ def test_baseline_document_is_reproducible(dumps: dict[str, Path], tmp_path: Pat
         code, _, err = run("baseline", dumps["healthy"], "-o", out, "--seed", seed, "-q")
         assert code == 0, err
     first, again, other = (json.loads(p.read_text()) for p in (a, b, c))
-    assert first["schema_version"] == 1 and first["kind"] == "rcdiag-baseline"
+    assert first["schema_version"] == 2 and first["kind"] == "rcdiag-baseline"
     assert first["dialect"] == "latest" and first["rcdiag_version"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", first["created"])
     assert first["source"]["paths"] == [str(dumps["healthy"])]
@@ -234,7 +234,7 @@ def test_rules_file_with_presets_and_defaults(dumps: dict[str, Path], tmp_path: 
     )
     document = check_json(tmp_path, dumps["healthy"], "--rules", rules, expect=0)
     by_name = {r["name"]: r for r in document["rules"]}
-    assert K3 in by_name, "include_defaults"
+    assert K3_ACT in by_name, "include_defaults"
     is_mean = by_name["IS mean near 1"]
     out = tmp_path / "presets.json"
     code, _, _ = run(
@@ -259,10 +259,10 @@ def test_baseline_adopts_dialect_and_refuses_mismatches(
         f"Error: {legacy}: the baseline was made with --dialect legacy, this run uses --dialect "
         "latest; metrics of different dialects are not comparable"
     )
-    newer = json.loads(legacy.read_text()) | {"schema_version": 2}
+    newer = json.loads(legacy.read_text()) | {"schema_version": 3}
     (tmp_path / "newer.json").write_text(json.dumps(newer))
     code, _, err = run("check", dumps["seed2"], "--baseline", tmp_path / "newer.json")
-    assert code == 2 and "baseline schema_version 2, but this rcdiag" in err
+    assert code == 2 and "baseline schema_version 3, but this rcdiag" in err
     code, _, err = run("check", dumps["seed2"], "--baseline", legacy, "--veto-threshold", "0.01")
     assert code == 2 and "the baseline used veto threshold 0.0001, this run 0.01" in err
 

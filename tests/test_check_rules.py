@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rcdiag.analysis import AnalyzeOptions
-from rcdiag.checks.catalog import analysis_metric_names
 from rcdiag.assess.registry import RECORDS
+from rcdiag.checks.catalog import analysis_metric_names
 from rcdiag.checks.defaults import (
     BASELINE_DIRECTIONS,
     RARE_EVENT_ABS_TOL,

@@ -42,7 +42,7 @@ def test_analyze_prints_summary_and_writes_contract_json(dump: Path, tmp_path: P
     assert code == 0
     assert "rollout_corr/kl" in stdout and "Per step" in stdout
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 1 and doc["dialect"] == "latest"
+    assert doc["schema_version"] == 2 and doc["dialect"] == "latest"
     assert doc["source"] == {
         "paths": [str(dump)],
         "rows": 3,
@@ -56,7 +56,8 @@ def test_analyze_prints_summary_and_writes_contract_json(dump: Path, tmp_path: P
     }
     assert set(doc) >= {"rcdiag_version", "overall", "steps", "checks"}
     assert doc["steps"][0]["step"] == 0 and doc["steps"][0]["rows"] == 3
-    assert {c["status"] for c in doc["checks"]} <= {"ok", "warn", "fail"}
+    assert {c["status"] for c in doc["checks"]} <= {"healthy", "watch", "act"}
+    assert doc["diagnosis"]["verdict"] in {"healthy", "watch", "act"}
     assert not [p for p in out.parent.iterdir() if p.name != "out.json"], "no temp file left"
 
 

@@ -31,7 +31,7 @@ def every_preset(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_every_preset_of_the_dialect_in_contract_shape(every_preset: dict) -> None:
     doc = every_preset
-    assert doc["schema_version"] == 1 and doc["dialect"] == "latest"
+    assert doc["schema_version"] == 2 and doc["dialect"] == "latest"
     assert [p["name"] for p in doc["presets"]] == list(PRESETS["latest"])
     steps = doc["source"]["steps"]
     for preset in doc["presets"]:

@@ -245,7 +245,7 @@ RESULTS_DAMAGE = {
         "profile.top_sequences.by_abs_sum[0].step is null, expected an integer",
     ),
     "source": (lambda d: d.__setitem__("source", []), "no 'source' object"),
-    "document": (lambda d: d.clear() or d.update(schema_version=1), "unknown dialect"),
+    "document": (lambda d: d.clear() or d.update(schema_version=2), "unknown dialect"),
 }
 
 

@@ -51,7 +51,7 @@ def body_without_plotly(html: str) -> str:
 
 def test_document_extends_the_analyze_document() -> None:
     doc = drift()
-    assert doc["schema_version"] == 1 and doc["dialect"] == "latest"
+    assert doc["schema_version"] == 2 and doc["dialect"] == "latest"
     assert {"source", "overall", "steps", "checks"} <= doc.keys()
     assert {"presets", "sweeps", "profile", "verdict", "recommendation"} <= doc.keys()
     assert len(doc["steps"]) == 20
@@ -258,9 +258,9 @@ def test_report_command_rejects_bad_results(tmp_path: Path) -> None:
     code, _, stderr = run("report", "--from", other, "-o", tmp_path / "r.html")
     assert code == 2 and "not rcdiag results" in stderr
     future = tmp_path / "future.json"
-    future.write_text(json.dumps({**analyze_part(drift()), "schema_version": 2}))
+    future.write_text(json.dumps({**analyze_part(drift()), "schema_version": 3}))
     code, _, stderr = run("report", "--from", future, "-o", tmp_path / "r.html")
-    assert code == 2 and "schema_version 2" in stderr
+    assert code == 2 and "schema_version 3" in stderr
     good = tmp_path / "good.json"
     good.write_text(json.dumps(analyze_part(drift())))
     code, _, stderr = run("report", HEAVY, "--from", good, "-o", tmp_path / "r.html")

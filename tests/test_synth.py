@@ -201,7 +201,9 @@ def test_fp8_scenario_matches_the_published_mean_abs_log_ratio() -> None:
 
 
 def test_explicit_values_override_the_scenario() -> None:
-    assert config_for("fp8", noise=0.2).noise == 0.2 and config_for("fp8", noise=0.2).bias == 0.65
+    assert (
+        config_for("drift", noise=0.2).noise == 0.2 and config_for("drift", noise=0.2).bias == 0.002
+    )
 
 
 @pytest.mark.parametrize(

@@ -249,7 +249,7 @@ def check_document(
         "source": analysis["source"],
         "baseline": baseline,
         "settings": dataclasses.asdict(settings),
-        "diagnosis": analysis["diagnosis"],
+        "diagnosis": analysis.get("diagnosis"),
         "passed": ok,
         "exit_code": 0 if ok else 1,
         "counts": counts,
