@@ -15,7 +15,8 @@ import numpy as np
 
 from rcdiag import __version__
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis, StepResult
-from rcdiag.assess.diagnosis import Diagnosis, Observations, diagnose
+from rcdiag.assess.diagnosis import Diagnosis, diagnose
+from rcdiag.assess.observations import Observations
 from rcdiag.assess.registry import MetricStatus, judge
 from rcdiag.checks.trend import detect_trend
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps

@@ -1,0 +1,174 @@
+"""Detectors of dump bugs: the fix is in the pipeline that made the dump (docs/diagnosis.md).
+
+Each takes the :class:`~rcdiag.assess.observations.Observations` of a dump and returns a
+:class:`~rcdiag.assess.observations.Finding` or None; :mod:`rcdiag.assess.diagnosis` lists them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rcdiag.assess.observations import LIMITS, Finding, Observations, ratio_z
+from rcdiag.formatting import fmt, pct
+from rcdiag.metrics.evidence import SHIFTS, fit_slope, mean_gap
+
+
+def logits_not_logprobs(o: Observations) -> Finding | None:
+    valid = o.totals["valid_tokens"]
+    share = o.positive_log_probs / valid if valid else 0.0
+    if share < LIMITS["positive_share"]:
+        return None
+    return Finding(
+        "act",
+        f"{pct(share)} of valid tokens hold a positive value: a column holds logits or scores, "
+        "not log-probabilities (which are ≤ 0)",
+        {"positive_share": share, "positive_tokens": o.positive_log_probs},
+        "Dump log_softmax(logits) gathered at the sampled token ids for both columns (or name the "
+        "right columns with --rollout-col / --training-col).",
+    )
+
+
+def identical_columns(o: Observations) -> Finding | None:
+    if o.metric("rcdiag/abs_log_ratio_max") != 0.0:
+        return None
+    return Finding(
+        "watch",
+        "the two columns are identical at every valid token: there is no mismatch to measure",
+        {"valid_tokens": o.totals["valid_tokens"]},
+        "Either the trainer never recomputed the log-probs (verl's bypass mode reuses the rollout's "
+        "as old_log_probs) or one tensor was written twice. Dump the trainer's own forward pass "
+        "(old_log_probs) beside the engine's rollout_log_probs to measure the mismatch.",
+    )
+
+
+def misaligned_tokens(o: Observations) -> Finding | None:
+    gaps = {s: mean_gap(dict(o.totals), s) for s in SHIFTS}
+    aligned = gaps[0]
+    enough = all(o.totals[f"shift_{s}_pairs"] >= LIMITS["min_pairs"] for s in SHIFTS)
+    if aligned is None or not enough:
+        return None
+    best = min((s for s in SHIFTS if s != 0), key=lambda s: gaps[s] or math.inf)
+    neighbour = gaps[best] or math.inf
+    ratio = aligned / neighbour
+    if ratio < LIMITS["misaligned_gap_ratio"]:
+        return None
+    if neighbour < LIMITS["misaligned_gap_ratio"] * aligned:
+        direction = "later" if best > 0 else "earlier"
+        finding = (
+            f"the training log-probs match the rollout's {abs(best)} position(s) {direction}: "
+            f"mean |Δ log p| is {fmt(aligned)} as dumped but {fmt(neighbour)} when shifted by {best}"
+        )
+    else:
+        finding = (
+            f"the two columns are no closer at the same position than at neighbouring ones: mean "
+            f"|Δ log p| is {fmt(aligned)} as dumped and {fmt(neighbour)} against the next token, "
+            "so they do not score the same tokens"
+        )
+    return Finding(
+        "act",
+        finding,
+        {
+            "alignment_ratio": ratio,
+            "best_shift": best if neighbour < LIMITS["misaligned_gap_ratio"] * aligned else 0,
+            **{f"mean_gap_shift_{s}": gaps[s] for s in SHIFTS},
+        },
+        "Align the trainer's log-probs with the response tokens: the log-prob of token t comes "
+        "from the logits at position t − 1 (logits[:, prompt_len − 1 : −1] scored against "
+        "input_ids[:, prompt_len:]), and the response mask starts at the first response token. "
+        "No importance-sampling setting can repair misaligned log-probs.",
+    )
+
+
+def kl_z(o: Observations) -> float:
+    """z-score of kl = −Σℓ / V, clustered by sequence."""
+    t = o.totals
+    return ratio_z(
+        -t["log_ratio"], t["valid_tokens"], t["log_ratio_sq"], -t["log_ratio_by_n"], t["valid_sq"]
+    )
+
+
+def weight_z(o: Observations) -> float:
+    """z-score of mean ρ − 1 = Σ(w − 1) / V, clustered by sequence."""
+    t = o.totals
+    valid = t["valid_tokens"]
+    return ratio_z(
+        t["token_weight"] - valid,
+        valid,
+        t["token_weight_row_sq"] - 2.0 * t["token_weight_by_n"] + t["valid_sq"],
+        t["token_weight_by_n"] - t["valid_sq"],
+        t["valid_sq"],
+    )
+
+
+def swapped_columns(o: Observations) -> Finding | None:
+    z_kl, z_weight = kl_z(o), weight_z(o)
+    kl = o.metric("rollout_corr/kl")
+    if kl is None or not (z_kl < -LIMITS["z_kl"] or (z_kl < 0 and z_weight > LIMITS["z"])):
+        return None
+    mean_weight = o.totals["token_weight"] / o.totals["valid_tokens"]
+    return Finding(
+        "act",
+        f"kl = {fmt(kl)} is negative (z = {fmt(z_kl, 3)}) and the mean token weight "
+        f"π_train/π_rollout is {fmt(mean_weight)} (z = {fmt(z_weight, 3)}): for tokens sampled "
+        "from the rollout policy kl ≥ 0 and the mean weight is 1",
+        {"kl": kl, "z_kl": z_kl, "mean_weight": mean_weight, "z_weight": z_weight},
+        "The rollout and training columns look swapped, or the tokens were not sampled from the "
+        "rollout policy whose log-probs were dumped. Check which tensor goes to rollout_log_probs "
+        "(the engine's) and which to old_log_probs (the trainer's recomputation).",
+    )
+
+
+def processed_logprobs(o: Observations) -> Finding | None:
+    t = o.totals
+    valid = t["valid_tokens"]
+    mean_rho = t["token_weight"] / valid
+    z = weight_z(o)
+    excess = (t["weight_abs_dev"] + t["token_weight"] - valid) / 2.0
+    shortfall = (t["weight_abs_dev"] - t["token_weight"] + valid) / 2.0
+    balance = excess / shortfall if shortfall > 0 else math.inf
+    if not (
+        mean_rho < 1.0 - LIMITS["processed_shortfall"]
+        and z < -LIMITS["z"]
+        and balance < LIMITS["processed_balance"]
+    ):
+        return None
+    return Finding(
+        "act",
+        f"the mean token weight π_train/π_rollout is {fmt(mean_rho)} (z = {fmt(z, 3)}), and weights "
+        f"above 1 make up only {fmt(balance, 2)} of the shortfall below 1: the engine reported "
+        "log-probs of a truncated, renormalised distribution (top-p/top-k/min-p), which are too high",
+        {"mean_weight": mean_rho, "z": z, "balance": balance},
+        "Make the engine return log-probs of the full distribution: in vLLM, logprobs_mode="
+        "'raw_logprobs' (or 'raw_logits'-derived), not 'processed_logprobs'; in SGLang, log-probs "
+        "before top-p/top-k. Importance sampling cannot undo the truncation.",
+    )
+
+
+def temperature_mismatch(o: Observations) -> Finding | None:
+    fit = fit_slope(dict(o.totals))
+    if fit is None:
+        return None
+    slope, correlation = fit
+    deviation = slope - 1.0
+    if (
+        abs(deviation) < LIMITS["temperature_slope"]
+        or correlation < LIMITS["temperature_correlation"]
+    ):
+        return None
+    per_step = [fit_slope(dict(s)) for s in o.step_evidence]
+    fitted = [f[0] - 1.0 for f in per_step if f is not None]
+    agreeing = sum(1 for d in fitted if d * deviation > 0 and abs(d) >= abs(deviation) / 2)
+    share = agreeing / len(fitted) if fitted else 1.0
+    if share < LIMITS["temperature_steps"]:
+        return None
+    return Finding(
+        "act",
+        f"log π_train ≈ {fmt(slope, 3)} × log π_rollout (correlation {fmt(correlation, 3)}, "
+        f"{pct(share)} of steps agree): one side divided its logits by a temperature "
+        f"≈ {fmt(1 / slope, 3)} × the other's",
+        {"slope": slope, "correlation": correlation, "steps_agreeing": share},
+        "Apply the sampling temperature in the trainer's log-prob computation too (verl divides "
+        "the logits by rollout.temperature before log_softmax; a custom trainer must do the "
+        "same), or dump the engine's log-probs at temperature 1. Correcting with IS would train "
+        "toward the wrong distribution.",
+    )

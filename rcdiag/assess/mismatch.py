@@ -1,0 +1,132 @@
+"""Detectors of real mismatch: numerics, staleness, drift, tails; correction applies.
+
+Severities come from the metric registry's bands (docs/diagnosis.md); each detector returns a
+:class:`~rcdiag.assess.observations.Finding` or None.
+"""
+
+from __future__ import annotations
+
+from rcdiag.assess.observations import LIMITS, Finding, Observations, status_of
+from rcdiag.assess.registry import Status, worst
+from rcdiag.formatting import fmt, pct
+
+
+def stale_policy(o: Observations) -> Finding | None:
+    if not o.lags:
+        return None
+    usable = [g for g in o.lags if g["valid_tokens"] >= LIMITS["min_lag_tokens"]]
+    fresh = next((g for g in usable if g["lag"] == 0), None)
+    stale = [g for g in usable if g["lag"] > 0]
+    if fresh is None or not stale:
+        return None
+    worst_lag = max(stale, key=lambda g: g["lag"])
+    ratio = (worst_lag["k3_kl"] or 0.0) / max(fresh["k3_kl"] or 0.0, 1e-12)
+    severity = status_of("rollout_corr/k3_kl", worst_lag["k3_kl"])
+    if ratio < LIMITS["stale_ratio"] or severity in (None, "healthy"):
+        return None
+    return Finding(
+        severity,
+        f"the mismatch grows with the policy lag: k3_kl = {fmt(fresh['k3_kl'])} at lag 0, "
+        f"{fmt(worst_lag['k3_kl'])} at lag {worst_lag['lag']} (×{fmt(ratio, 2)}): staleness, "
+        "not numerics",
+        {"by_lag": [dict(g) for g in o.lags], "ratio": ratio},
+        "Bound the staleness (fewer optimizer steps between weight syncs) and correct what "
+        "remains with a decoupled preset (token-level truncated IS, e.g. decoupled_token_is), "
+        "which uses the rollout policy's log-probs as the behaviour policy.",
+    )
+
+
+def growing_drift(o: Observations) -> Finding | None:
+    trend = o.k3_trend
+    if trend is None or not trend.significant or trend.relative_change <= LIMITS["drift_rise"]:
+        return None
+    recent = trend.after if o.recent_k3_kl is None else max(o.recent_k3_kl, trend.after or 0.0)
+    level = status_of("rollout_corr/k3_kl", recent) or "healthy"
+    severity: Status = "act" if level != "healthy" else "watch"
+    return Finding(
+        severity,
+        f"k3_kl rises from {fmt(trend.before)} to {fmt(trend.after)} from step "
+        f"{trend.change_step} on (p = {fmt(trend.p_value, 2)})",
+        {
+            "change_step": trend.change_step,
+            "before": trend.before,
+            "after": trend.after,
+            "p_value": trend.p_value,
+            "relative_change": trend.relative_change,
+        },
+        "Something changes during the run: look at what happened at that step (weight sync, "
+        "learning-rate schedule, a new data mix, an engine restart). Meanwhile add a geometric-"
+        "mean rejection criterion (seq_mean_k1) as a safety valve on top of token-level TIS.",
+    )
+
+
+def catastrophic_tokens(o: Observations) -> Finding | None:
+    share = o.metric("rcdiag/catastrophic_token_fraction")
+    level = status_of("rcdiag/catastrophic_token_fraction", share)
+    if level in (None, "healthy"):
+        return None
+    vetoed = o.metric("rcdiag/veto_fraction")
+    severity = worst([level, status_of("rcdiag/veto_fraction", vetoed)])
+    return Finding(
+        severity,
+        f"{pct(share)} of tokens have π_train/π_rollout below the veto threshold, in "
+        f"{pct(vetoed)} of sequences",
+        {"catastrophic_token_fraction": share, "veto_fraction": vetoed},
+        "Reject sequences holding such a token: a max criterion (seq_max_k2) in the latest verl, "
+        "the token veto in the legacy one.",
+    )
+
+
+def heavy_tail(o: Observations) -> Finding | None:
+    q = {p: o.metric(f"rcdiag/log_ratio_{p}") for p in ("p0.1", "p1", "p99", "p99.9")}
+    if any(v is None for v in q.values()):
+        return None
+    inner = (q["p99"] or 0.0) - (q["p1"] or 0.0)
+    outer = (q["p99.9"] or 0.0) - (q["p0.1"] or 0.0)
+    size = max(abs(q["p0.1"] or 0.0), abs(q["p99.9"] or 0.0))
+    if inner <= 0 or outer / inner < LIMITS["tail_ratio"] or size < LIMITS["tail_size"]:
+        return None
+    return Finding(
+        "watch",
+        f"the log-ratio has heavy tails: p0.1…p99.9 spans {fmt(outer, 3)}, {fmt(outer / inner, 3)}× "
+        f"the p1…p99 span (1.3× for a normal law)",
+        {**{f"log_ratio_{k}": v for k, v in q.items()}, "tail_ratio": outer / inner},
+        "A few tokens carry most of the weight variance: truncate the weights (token-level TIS) "
+        "and consider a max criterion for the extreme tokens.",
+    )
+
+
+def long_sequence_compounding(o: Observations) -> Finding | None:
+    chi2, ess = o.metric("rollout_corr/chi2_seq"), o.metric("rcdiag/ess_seq")
+    level = worst([status_of("rollout_corr/chi2_seq", chi2), status_of("rcdiag/ess_seq", ess)])
+    if level == "healthy":
+        return None
+    length = o.metric("rcdiag/response_length_mean")
+    return Finding(
+        level,
+        f"per-token mismatch compounds over ~{fmt(length, 3)} tokens per response: χ²_seq = "
+        f"{fmt(chi2)}, ESS_seq = {fmt(ess)}",
+        {"chi2_seq": chi2, "ess_seq": ess, "response_length_mean": length},
+        "Sequence-level importance weights are unreliable at this length: prefer token-level "
+        "truncated IS, and geometric-mean (seq_mean) rather than sequence-sum criteria.",
+    )
+
+
+def numeric_mismatch(o: Observations) -> Finding | None:
+    k3, gap = o.metric("rollout_corr/k3_kl"), o.metric("rcdiag/abs_log_ratio_mean")
+    fresh = next((g for g in o.lags or () if g["lag"] == 0), None)
+    if fresh is not None:  # staleness is told apart: numerics are what the lag-0 rows show
+        k3, gap = fresh["k3_kl"], fresh["abs_log_ratio_mean"]
+    level = worst(
+        [status_of("rollout_corr/k3_kl", k3), status_of("rcdiag/abs_log_ratio_mean", gap)]
+    )
+    if level == "healthy":
+        return None
+    return Finding(
+        level,
+        f"the engine and the trainer compute different probabilities for the same tokens: "
+        f"k3_kl = {fmt(k3)}, mean |Δ log p| = {fmt(gap)}",
+        {"k3_kl": k3, "abs_log_ratio_mean": gap},
+        "Correct it with token-level truncated importance sampling (a decoupled token-IS preset); "
+        "at the source, match precisions (fp32 lm_head / logits in the engine) where possible.",
+    )

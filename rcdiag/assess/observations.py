@@ -1,0 +1,105 @@
+"""What the detectors of the diagnosis read and return, and the limits they compare against.
+
+Shared by :mod:`rcdiag.assess.dump_bugs` and :mod:`rcdiag.assess.mismatch`; docs/diagnosis.md states
+each statistic and its false-positive control.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rcdiag.assess.registry import REGISTRY, Status
+from rcdiag.checks.trend import Trend
+
+LIMITS: dict[str, float] = {
+    "positive_share": 0.01,
+    "z": 4.0,
+    "z_kl": 3.0,
+    "processed_shortfall": 0.01,
+    "processed_balance": 0.5,
+    "temperature_slope": 0.1,
+    "temperature_correlation": 0.9,
+    "temperature_steps": 0.8,
+    "misaligned_gap_ratio": 0.5,
+    "min_pairs": 100,
+    "stale_ratio": 2.0,
+    "min_lag_tokens": 100,
+    "tail_ratio": 3.0,
+    "tail_size": 1.0,
+    "drift_rise": 0.5,
+}
+"""Every limit of the detectors (docs/diagnosis.md explains each).
+
+* ``positive_share``: share of valid tokens holding a log-prob > 0.01 that makes a column logits.
+* ``z``, ``z_kl``: one-sided z-scores (sequence-clustered standard errors) of mean ρ − 1 (either
+  side) and of kl < 0.
+* ``processed_shortfall``, ``processed_balance``: mean ρ at least 1% below 1, and the excess of ρ
+  above 1 less than half its shortfall below 1.
+* ``temperature_*``: |slope − 1| of log π_train on log π_rollout, the fit's correlation, and the
+  share of steps whose own slope deviates the same way by at least half as much.
+* ``misaligned_gap_ratio``: the columns' mean |Δ log p| at the same position reaching this share of
+  the smallest one against a neighbouring position (aligned columns sit far below: one token's
+  two log-probs differ far less than two tokens' do); a shift whose gap is below this share of the
+  aligned one names the offset. ``min_pairs`` sampled pairs needed.
+* ``stale_ratio``: k3_kl of lagged rows over that of lag-0 rows; ``min_lag_tokens`` per lag.
+* ``tail_ratio``, ``tail_size``: (p99.9 − p0.1) / (p99 − p1) of ℓ (1.33 for a normal law) and the
+  size of the outer quantiles that makes a tail matter.
+* ``drift_rise``: a significant sustained rise of k3_kl by more than 50%.
+"""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a detector found: how bad, in words, the numbers behind it, and what to do."""
+
+    severity: Status
+    summary: str
+    evidence: dict[str, Any]
+    advice: str
+
+
+@dataclass(frozen=True)
+class Observations:
+    """What the detectors read, all from the one pass over the dump.
+
+    Attributes:
+        overall: the overall metrics (``rollout_corr/…``, ``rcdiag/…``).
+        totals: the summed row and evidence statistics of the whole dump.
+        step_evidence: per step (in step order), the summed evidence statistics.
+        k3_trend: the change-point test on per-step k3_kl (:func:`rcdiag.checks.trend.detect_trend`).
+        recent_k3_kl: median k3_kl over the last quarter of the steps (None with one step).
+        lags: the mismatch per policy lag, when the dump records it.
+        positive_log_probs: valid positions where a column holds a log-prob > 0.01.
+    """
+
+    overall: Mapping[str, float | None]
+    totals: Mapping[str, float]
+    step_evidence: Sequence[Mapping[str, float]] = ()
+    k3_trend: Trend | None = None
+    recent_k3_kl: float | None = None
+    lags: Sequence[Mapping[str, Any]] | None = None
+    positive_log_probs: int = 0
+
+    def metric(self, name: str) -> float | None:
+        value = self.overall.get(name)
+        return None if value is None or math.isnan(value) else float(value)
+
+
+def status_of(metric: str, value: float | None) -> Status | None:
+    return REGISTRY[metric].status(value)
+
+
+def ratio_z(total: float, count: float, sq: float, cross: float, count_sq: float) -> float:
+    """z-score of a ratio estimate r = total / count against 0 clustered by sequence.
+
+    With per-sequence sums T_i and counts n_i, Var(r) ≈ Σ(T_i − r·n_i)² / (Σn_i)²
+    = (ΣT_i² − 2rΣT_i·n_i + r²Σn_i²) / (Σn_i)².
+    """
+    r = total / count
+    variance = max(0.0, sq - 2.0 * r * cross + r * r * count_sq) / (count * count)
+    if variance == 0.0:
+        return math.copysign(math.inf, r) if r else 0.0
+    return r / math.sqrt(variance)

@@ -1,0 +1,111 @@
+"""Dumps with planted causes, from an explicit categorical model (independent of rcdiag's synth).
+
+Every position t of every response has logits z_t ~ N(0, LOGIT_SCALE²) over a vocabulary of VOCAB
+tokens. The trainer's policy is π_t = softmax(z_t); the engine's is q_t = softmax(z_t + σ·ε_t), the
+numerical mismatch (ε standard normal). The token x_t is *sampled* from what the engine samples from
+and both columns are log-probs of x_t, so every identity of real dumps holds (E_q[π/q] = 1, kl ≥ 0).
+A variant changes one thing, the way a real pipeline bug or a real staleness would:
+
+* ``clean`` — as above;
+* ``processed`` — the engine samples from the top-p (p = 0.9) nucleus of q, renormalised, and reports
+  that distribution's log-probs;
+* ``temperature`` — the engine samples from softmax((z + σε)/T) and reports it; the trainer uses T = 1;
+* ``offset`` — the training column is shifted one position later within each response;
+* ``swapped`` — the two columns exchanged; ``identical`` — the rollout column written twice;
+* ``logits`` — the training column holds the raw logit of x_t instead of its log-prob;
+* ``stale`` — rows carry a ``policy_lag`` k ∈ {0, …, 3}; the trainer's logits moved by k·DRIFT·η
+  since the engine's weights were synced (η standard normal).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rcdiag.io.writer import write_dump
+
+VOCAB = 48
+LOGIT_SCALE = 2.5
+TOP_P = 0.9
+TEMPERATURE = 0.7
+DRIFT = 0.4
+VARIANTS = (
+    "clean",
+    "processed",
+    "temperature",
+    "offset",
+    "swapped",
+    "identical",
+    "logits",
+    "stale",
+)
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def _sample(rng: np.random.Generator, log_p: np.ndarray) -> np.ndarray:
+    cumulative = np.cumsum(np.exp(log_p), axis=-1)
+    u = rng.random(log_p.shape[:-1])[..., None] * cumulative[..., -1:]
+    return np.minimum((cumulative < u).sum(axis=-1), log_p.shape[-1] - 1)
+
+
+def _nucleus(log_q: np.ndarray, top_p: float) -> np.ndarray:
+    """log of the top-p nucleus of q, renormalised (−inf outside)."""
+    order = np.argsort(-log_q, axis=-1)
+    sorted_p = np.exp(np.take_along_axis(log_q, order, axis=-1))
+    before = np.cumsum(sorted_p, axis=-1) - sorted_p
+    keep_sorted = before < top_p
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    kept = np.where(keep, log_q, -np.inf)
+    return kept - np.log(np.exp(kept).sum(axis=-1, keepdims=True))
+
+
+def planted_step(
+    variant: str, seed: int, step: int, rows: int = 24, length: int = 40, noise: float = 0.05
+) -> dict[str, np.ndarray]:
+    """One step of a planted dump: padded [rows, length] columns (every position valid) and lags."""
+    rng = np.random.default_rng((seed, step, VARIANTS.index(variant)))
+    z = LOGIT_SCALE * rng.standard_normal((rows, length, VOCAB))
+    lags = np.zeros(rows, dtype=np.int64)
+    trainer_z = z
+    if variant == "stale":
+        lags = rng.integers(0, 4, rows)
+        moved = DRIFT * rng.standard_normal((rows, length, VOCAB))
+        trainer_z = z + lags[:, None, None] * moved
+    engine_z = z + noise * rng.standard_normal(z.shape)
+    log_q = _log_softmax(engine_z / (TEMPERATURE if variant == "temperature" else 1.0))
+    if variant == "processed":
+        log_q = _nucleus(log_q, TOP_P)
+    tokens = _sample(rng, log_q)[..., None]
+    rollout = np.take_along_axis(log_q, tokens, axis=-1)[..., 0]
+    old = np.take_along_axis(_log_softmax(trainer_z), tokens, axis=-1)[..., 0]
+    if variant == "offset":
+        old = np.concatenate([old[:, :1], old[:, :-1]], axis=1)
+    elif variant == "swapped":
+        rollout, old = old, rollout
+    elif variant == "identical":
+        old = rollout.copy()
+    elif variant == "logits":
+        old = np.take_along_axis(trainer_z, tokens, axis=-1)[..., 0]
+    return {"rollout": rollout, "old": old, "lags": lags}
+
+
+def write_planted(
+    out: Path, variant: str, seed: int, steps: int = 8, noise: float = 0.05, **shape: int
+) -> Path:
+    """A planted dump as hive step shards under ``out``."""
+    for step in range(steps):
+        data = planted_step(variant, seed, step, noise=noise, **shape)
+        write_dump(
+            out / f"step={step}" / "part-0.parquet",
+            data["rollout"],
+            data["old"],
+            step=step,
+            extra_columns={"policy_lag": data["lags"]},
+        )
+    return out

@@ -1,0 +1,155 @@
+"""The diagnosis: the right cause for planted dump bugs and real mismatch, no dump bug on clean dumps,
+one verdict for every command (docs/diagnosis.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from planted import write_planted
+from typer.testing import CliRunner
+
+from rcdiag.analysis import AnalyzeOptions
+from rcdiag.assess.diagnosis import DETECTORS
+from rcdiag.assess.observations import LIMITS, ratio_z
+from rcdiag.assess.registry import RECORDS, REGISTRY, worst
+from rcdiag.cli import app
+from rcdiag.results import DumpSpec, analyze_dump
+
+MODEL = Path(__file__).resolve().parent.parent / "sample_data" / "model"
+
+PLANTED: dict[str, str | None] = {
+    "clean": None,
+    "processed": "processed_logprobs",
+    "temperature": "temperature_mismatch",
+    "offset": "misaligned_tokens",
+    "swapped": "swapped_columns",
+    "identical": "identical_columns",
+    "logits": "logits_not_logprobs",
+    "stale": "stale_policy",
+}
+
+
+def diagnosis_of(path: Path) -> dict[str, Any]:
+    return analyze_dump(DumpSpec([path]), AnalyzeOptions())["diagnosis"]
+
+
+def dump_bugs(diagnosis: dict[str, Any]) -> list[str]:
+    return [c["id"] for c in diagnosis["causes"] if c["kind"] == "dump_bug"]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("variant", list(PLANTED))
+def test_planted_causes_are_named(tmp_path: Path, variant: str, seed: int) -> None:
+    """σ = 0.3 of logit noise: large enough for even a swap to show in kl."""
+    diagnosis = diagnosis_of(write_planted(tmp_path / variant, variant, seed, noise=0.3))
+    expected = PLANTED[variant]
+    ids = [c["id"] for c in diagnosis["causes"]]
+    if expected is None:
+        assert dump_bugs(diagnosis) == []
+    else:
+        assert expected in ids
+        assert dump_bugs(diagnosis) in ([], [expected]), "a dump bug is the only bug named"
+    if expected is not None and expected != "stale_policy":
+        assert ids == [expected], "a dump bug explains the dump: no correction advice beside it"
+
+
+@pytest.mark.parametrize("noise", [0.002, 0.01, 0.05, 0.1, 0.5])
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_no_dump_bug_on_clean_dumps(tmp_path: Path, noise: float, seed: int) -> None:
+    diagnosis = diagnosis_of(write_planted(tmp_path / "clean", "clean", seed, noise=noise))
+    assert dump_bugs(diagnosis) == []
+
+
+@pytest.mark.parametrize(
+    ("variant", "cause", "verdicts"),
+    [
+        ("bf16", None, {"healthy", "watch"}),
+        ("bf16_mixed", None, {"healthy", "watch"}),
+        ("fp8", None, {"watch", "act"}),
+        ("stale", "growing_drift", {"act"}),
+        ("topp", "processed_logprobs", {"act"}),
+        ("temperature", "temperature_mismatch", {"act"}),
+        ("offset", "misaligned_tokens", {"act"}),
+        ("swapped", "swapped_columns", {"act"}),
+        ("identical", "identical_columns", {"watch"}),
+    ],
+)
+def test_real_model_dumps(variant: str, cause: str | None, verdicts: set[str]) -> None:
+    diagnosis = diagnosis_of(MODEL / variant)
+    assert diagnosis["verdict"] in verdicts
+    if cause is None:
+        assert dump_bugs(diagnosis) == []
+    else:
+        assert cause in [c["id"] for c in diagnosis["causes"]]
+
+
+def test_staleness_is_told_apart_from_numerics() -> None:
+    diagnosis = diagnosis_of(MODEL / "stale")
+    stale = next(c for c in diagnosis["causes"] if c["id"] == "stale_policy")
+    by_lag = {g["lag"]: g for g in stale["evidence"]["by_lag"]}
+    assert by_lag[0]["k3_kl"] < 1e-3 < by_lag[max(by_lag)]["k3_kl"]
+    assert "numeric_mismatch" not in [c["id"] for c in diagnosis["causes"]]
+
+
+def test_every_cause_says_what_to_do_and_shows_numbers() -> None:
+    for variant in ("topp", "offset", "stale"):
+        for cause in diagnosis_of(MODEL / variant)["causes"]:
+            assert cause["summary"] and cause["advice"] and cause["evidence"]
+            assert cause["severity"] in ("watch", "act")
+
+
+def test_ratio_z_by_hand() -> None:
+    """Two sequences, T = (3, 1), n = (2, 2): r = 1, Σ(T − r·n)² = 1 + 1 = 2, Var = 2/16."""
+    z = ratio_z(total=4.0, count=4.0, sq=10.0, cross=8.0, count_sq=8.0)
+    assert z == pytest.approx(1.0 / math.sqrt(2.0 / 16.0))
+
+
+ONE_VERDICT_DUMPS = [MODEL / v for v in ("bf16", "fp8", "topp", "identical", "stale")]
+
+
+@pytest.mark.parametrize("dump", ONE_VERDICT_DUMPS, ids=lambda p: p.name)
+def test_every_command_gives_the_one_verdict(dump: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+
+    def document(*args: object) -> dict[str, Any]:
+        out = tmp_path / f"{args[0]}.json"
+        result = runner.invoke(app, [str(a) for a in (*args, "--json", out, "-q")])
+        assert result.exit_code in (0, 1), result.stderr
+        return json.loads(out.read_text())
+
+    analyzed = document("analyze", dump)
+    verdict = analyzed["diagnosis"]["verdict"]
+    reported = document("report", dump, "-o", tmp_path / "r.html")
+    assert reported["diagnosis"]["verdict"] == reported["verdict"]["status"] == verdict
+    assert document("recommend", dump)["verdict"]["status"] == verdict
+    checked = document("check", dump)
+    assert checked["diagnosis"]["verdict"] == verdict
+    assert checked["exit_code"] == (1 if verdict == "act" else 0)
+
+
+def test_registry_bands_are_ordered_and_sourced() -> None:
+    for record in RECORDS:
+        assert record.name in REGISTRY and record.docs.startswith("docs/")
+        limits = [b.limit for b in record.bands if not isinstance(b.limit, tuple)]
+        assert all(b.source for b in record.bands)
+        if record.worse == "lower":
+            assert limits == sorted(limits, reverse=True)
+        else:
+            assert limits == sorted(limits)
+    assert worst(["watch", "act", "healthy"]) == "act"
+    assert LIMITS["z"] > 3
+
+
+def test_docs_list_every_band_and_every_cause() -> None:
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    metrics, diagnosis = (docs / "metrics.md").read_text(), (docs / "diagnosis.md").read_text()
+    for record in RECORDS:
+        row = next(line for line in metrics.splitlines() if line.startswith(f"| `{record.name}` |"))
+        for band in record.bands:
+            assert record.limit_text(band).replace("|", "\\|") in row, record.name
+    for detector in DETECTORS:
+        assert f"| `{detector.id}` |" in diagnosis, detector.id
