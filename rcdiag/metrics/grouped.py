@@ -131,8 +131,13 @@ class GroupedStats:
         return sorted(self._slot_of)
 
     def group(self, key: int) -> dict[str, float]:
-        """The statistics of one group."""
-        return self.groups()[key]
+        """The statistics of one group (constant time: one read per statistic)."""
+        slot = self._slot_of[key]
+        out = {name: float(arr[slot]) for name, arr in self._data.items()}
+        for name, m in self._moments.items():
+            for part, suffix in zip(m, (".n", ".mean", ".m2"), strict=True):
+                out[name + suffix] = float(part[slot])
+        return out
 
     def groups(self) -> dict[int, dict[str, float]]:
         """The statistics of every group, keyed by group (converted in one sweep per statistic)."""
@@ -148,10 +153,21 @@ class GroupedStats:
             for slot, key in enumerate(self._key_of)
         }
 
+    def column(self, name: str) -> tuple[I64, F64]:
+        """Every group's value of one sum, max or min statistic: (keys, values), sorted by key."""
+        slots = self._slots_by_key()
+        return np.asarray(self._key_of, dtype=np.int64)[slots], self._data[name][slots]
+
+    def _slots_by_key(self) -> I64:
+        """Every slot, in increasing order of its group key."""
+        return np.argsort(np.asarray(self._key_of, dtype=np.int64), kind="stable")
+
     def total(self, keys: Iterable[int] | None = None) -> dict[str, float]:
         """The statistics of the union of the given groups (default: all of them)."""
-        chosen = self.keys() if keys is None else list(keys)
-        slots = np.array([self._slot_of[k] for k in chosen], dtype=np.int64)
+        if keys is None:
+            slots = self._slots_by_key()
+        else:
+            slots = np.array([self._slot_of[k] for k in keys], dtype=np.int64)
         out: dict[str, float] = {}
         for name, arr in self._data.items():
             kind = self.kinds[name]
