@@ -102,21 +102,26 @@ class GroupedStats:
                 )
 
     def add(self, slots: I64, values: Mapping[str, F64 | Moments]) -> None:
-        """Fold one value per row into the row's group for every named statistic."""
-        size = len(self._key_of)
+        """Fold one value per row into the row's group for every named statistic.
+
+        Touches only the groups present in ``slots``: cost in the batch's rows, not in all groups.
+        """
+        present, local = np.unique(slots, return_inverse=True)
+        local = local.reshape(-1)
         for name, kind in self.kinds.items():
             vals = values[name]
             if isinstance(vals, Moments):
                 have = self._moments[name]
                 merged = _combine(
-                    Moments(*(part[:size] for part in have)), merge_moments(slots, vals, size)
+                    Moments(*(part[present] for part in have)),
+                    merge_moments(local, vals, present.size),
                 )
                 for part, new in zip(have, merged, strict=True):
-                    part[:size] = new
+                    part[present] = new
                 continue
             arr = self._data[name]
             if kind == "sum":
-                arr[:size] += np.bincount(slots, weights=vals, minlength=size)
+                arr[present] += np.bincount(local, weights=vals, minlength=present.size)
             elif kind == "max":
                 np.maximum.at(arr, slots, vals)
             else:

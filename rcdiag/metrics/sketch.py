@@ -80,11 +80,11 @@ class QuantileSketch:
             return
         bucket = self._bucket_keys(values)
         low, width = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1
-        if len(keys) * width <= _DENSE_LIMIT:  # one counting pass over a dense table
+        if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
             table = np.bincount(slots * width + (bucket - low), minlength=len(keys) * width)
             cell = np.flatnonzero(table)
             slot, bucket, count = cell // width, cell % width + low, table[cell]
-        else:  # many groups and a wide range in one batch: sort instead of a dense table
+        else:  # a table much larger than the batch: sort instead
             slot, bucket, count = _tally(slots, bucket, np.ones(bucket.size, dtype=np.int64))
         group = np.asarray(keys, dtype=np.int64)[slot]
         self._pending.append((group, bucket.astype(np.int64), count.astype(np.int64)))
