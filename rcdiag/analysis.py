@@ -6,7 +6,7 @@ printing happen elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,22 +111,36 @@ class OffPolicyAnalysis:
     def steps(self) -> list[int]:
         return self.stats.keys()
 
-    def _metrics(self, stats: dict[str, float], key: int | None) -> Metrics:
+    def _metrics(self, stats: dict[str, float], quantiles: Sequence[float]) -> Metrics:
+        """The metrics of a batch from its statistics and its ℓ quantiles (in
+        :data:`LOG_RATIO_QUANTILES` order; unused when the batch has no valid token)."""
         metrics = offpolicy_metrics(stats, legacy_veto=self.options.legacy_veto)
         if stats["valid_tokens"] > 0:
-            for name, q in LOG_RATIO_QUANTILES.items():
-                metrics[f"rcdiag/log_ratio_{name}"] = self.sketch.quantile(key, q)
+            for name, value in zip(LOG_RATIO_QUANTILES, quantiles, strict=True):
+                metrics[f"rcdiag/log_ratio_{name}"] = value
         return metrics
 
-    def step_result(self, step: int) -> StepResult:
-        stats = self.stats.group(step)
+    def _result(self, step: int, stats: dict[str, float], quantiles: Sequence[float]) -> StepResult:
         return StepResult(
             step=step,
             rows=int(stats["rows"]),
             valid_tokens=int(stats["valid_tokens"]),
-            metrics=self._metrics(stats, step),
+            metrics=self._metrics(stats, quantiles),
         )
+
+    def step_result(self, step: int) -> StepResult:
+        """The result of one step."""
+        quantiles = [self.sketch.quantile(step, q) for q in LOG_RATIO_QUANTILES.values()]
+        return self._result(step, self.stats.group(step), quantiles)
+
+    def step_results(self) -> list[StepResult]:
+        """The result of every step, by step: one sweep over the statistics and the sketch."""
+        groups = self.stats.groups()
+        keys, table = self.sketch.quantiles(list(LOG_RATIO_QUANTILES.values()))
+        quantiles = dict(zip(keys.tolist(), table.tolist(), strict=True))
+        return [self._result(s, groups[s], quantiles.get(s, ())) for s in self.steps()]
 
     def overall(self) -> Metrics:
         """The whole dump as one batch."""
-        return self._metrics(self.stats.total(), None)
+        quantiles = self.sketch.pooled_quantiles(list(LOG_RATIO_QUANTILES.values()))
+        return self._metrics(self.stats.total(), quantiles.tolist())

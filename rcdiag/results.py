@@ -82,6 +82,7 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict
         InputError: the dump (or the selected steps) holds no row or no valid token.
     """
     totals = stats.total()
+    steps, valid_tokens = stats.column("valid_tokens")
     where = ", ".join(str(f.path) for f in reader.files[:3]) + (
         ", …" if len(reader.files) > 3 else ""
     )
@@ -98,8 +99,8 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict
         "rows": int(totals["rows"]),
         "tokens": int(totals["positions"]),
         "valid_tokens": int(totals["valid_tokens"]),
-        "steps": len(stats.keys()),
-        "empty_steps": sorted(k for k, g in stats.groups().items() if g["valid_tokens"] == 0),
+        "steps": int(steps.size),
+        "empty_steps": steps[valid_tokens == 0].tolist(),
         "dropped_nonfinite": reader.dropped_nonfinite,
         "positive_log_probs": reader.positive_log_probs,
         "first_positive_log_prob": reader.first_positive,
@@ -130,7 +131,7 @@ def analysis_document(
     options = analysis.options
     source = source_info(dump, reader, analysis.stats)
     overall = analysis.overall()
-    steps = [analysis.step_result(s) for s in analysis.steps()]
+    steps = analysis.step_results()
     statuses, diagnosis = assess(analysis, steps, reader.positive_log_probs)
     return {
         **header(options.dialect),

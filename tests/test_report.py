@@ -9,13 +9,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from rcdiag import write_dump
+from rcdiag.analysis import AnalyzeOptions
 from rcdiag.cli import app
 from rcdiag.report.render import missing_sections, plotly_js, render_html, view_model
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
-from rcdiag.results import DumpSpec
+from rcdiag.report.trends import bucketed
+from rcdiag.results import DumpSpec, analyze_dump
 from rcdiag.synth import config_for, write_synthetic_dump
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,6 +212,45 @@ def test_a_1000_step_report_stays_under_5_mb(tmp_path: Path) -> None:
     )
 
 
+def test_a_10000_step_report_draws_buckets_and_says_so(tmp_path: Path) -> None:
+    steps = 10_000
+    rng = np.random.default_rng(0)
+    rollout = -rng.exponential(0.7, (steps, 8))
+    old = rollout + np.linspace(0.01, 0.2, steps)[:, None] * rng.standard_normal((steps, 8))
+    dump = write_dump(tmp_path / "long_run.parquet", rollout, old, step=np.arange(steps))
+    document = analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions())
+    html = render_html(document)
+    assert len(html.encode()) < SIZE_LIMIT
+    assert "10,000 steps shown as 150 buckets of 67 consecutive steps" in html
+    figures = json.loads(re.search(r'id="rcdiag-figures">(.*?)</script>', html).group(1))  # type: ignore[union-attr]
+    high, low, mean = figures["trend-k3"]["data"]
+    assert (high["name"], low["name"], mean["name"]) == ("k3_kl max", "k3_kl min", "k3_kl (mean)")
+    assert len(mean["x"]) == 150 and low["fill"] == "tonexty"
+    k3 = [s["metrics"]["rollout_corr/k3_kl"] for s in document["steps"]]
+    assert max(high["y"]) == pytest.approx(max(k3), rel=1e-3)
+    assert min(low["y"]) == pytest.approx(min(k3), rel=1e-3)
+    assert all(lo <= m <= hi for lo, m, hi in zip(low["y"], mean["y"], high["y"], strict=True))
+
+
+@pytest.mark.parametrize("size", [1, 3, 67])
+def test_buckets_hold_the_mean_min_and_max_of_their_steps(size: int) -> None:
+    rng = np.random.default_rng(size)
+    x = np.arange(100, 300, dtype=np.int64)
+    y = rng.lognormal(size=x.size)
+    y[rng.random(x.size) < 0.2] = np.nan
+    y[:size] = np.nan  # a bucket without any value
+    middle, mean, low, high = bucketed(x, y, size)
+    for j, start in enumerate(range(0, x.size, size)):
+        part = y[start : start + size]
+        present = part[~np.isnan(part)]
+        assert middle[j] == x[start : start + size][(part.size - 1) // 2]
+        if present.size == 0:
+            assert np.isnan([mean[j], low[j], high[j]]).all()
+        else:
+            assert (low[j], high[j]) == (present.min(), present.max())
+            assert mean[j] == pytest.approx(present.mean(), rel=1e-12)
+
+
 def _steps_of(dump: Path) -> list[dict[str, Any]]:
     from rcdiag.analysis import AnalyzeOptions
     from rcdiag.results import analyze_dump
@@ -313,6 +356,7 @@ def test_glossary_and_chart_axes() -> None:
     "module",
     [
         "rcdiag.report.figures",
+        "rcdiag.report.trends",
         "rcdiag.report.render",
         "rcdiag.report.snippets",
         "rcdiag.formatting",

@@ -39,13 +39,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rcdiag.metrics.ragged import F64
+from rcdiag.metrics.ragged import F64, I64
 
 MIN_TREND_STEPS = 6
 """With fewer non-null steps ``rise``/``fall`` are not tested (the rule is skipped)."""
 
 MIN_SEGMENT = 2
 """A rise is sustained: at least this many steps before and after the change point."""
+
+_COST_TIE = 1e-12
+"""Split costs closer than this share of the one-segment cost (which bounds every split's) tie."""
 
 PERMUTATIONS = 1999
 """Random orderings behind the permutation p-value (its resolution is 1/2000)."""
@@ -202,21 +205,84 @@ def median_split(values: ArrayLike) -> int | None:
     """The first index of the later segment of the best two-median fit with a higher later median.
 
     Least absolute deviations (module docstring); ``None`` when no split of at least
-    :data:`MIN_SEGMENT` values per side has a higher later median. One pass per candidate split.
+    :data:`MIN_SEGMENT` values per side has a higher later median. Every split at once, in
+    O(n log n): the median and the cost of every prefix and of every suffix
+    (:func:`_prefix_medians`); the first split of least cost wins (costs equal up to rounding tie).
 
     Example:
         >>> median_split([1.0, 1.2, 5.0, 1.1, 1.0, 0.9, 1.5, 1.6, 1.4, 1.5])  # a spike at 2
         6
     """
     y = np.asarray(values, dtype=np.float64)
-    best: int | None = None
-    best_cost = math.inf
-    for t in range(MIN_SEGMENT, y.size - MIN_SEGMENT + 1):
-        head, tail = y[:t], y[t:]
-        low, high = np.median(head), np.median(tail)
-        if not high > low:
-            continue
-        cost = float(np.abs(head - low).sum() + np.abs(tail - high).sum())
-        if cost < best_cost:
-            best, best_cost = t, cost
-    return best
+    n = y.size
+    if n < 2 * MIN_SEGMENT:
+        return None
+    head_median, head_cost = _prefix_medians(y)
+    tail_median, tail_cost = (a[::-1] for a in _prefix_medians(y[::-1]))
+    # split t: head y[:t] is prefix t − 1, tail y[t:] is suffix t (both 0-based)
+    t = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
+    cost = head_cost[t - 1] + tail_cost[t]
+    cost = np.where((tail_median[t] > head_median[t - 1]) & (cost < math.inf), cost, math.inf)
+    least = cost.min()
+    if least == math.inf:
+        return None
+    # LAD costs tie exactly more often than not: ties, up to rounding, go to the first split
+    return int(t[np.argmax(cost <= least + _COST_TIE * head_cost[-1])])
+
+
+def _prefix_medians(y: F64) -> tuple[F64, F64]:
+    """For every prefix y[:t] (t = 1…n): its median (as :func:`numpy.median`) and its least
+    absolute deviation Σ_{i<t} |y_i − median|.
+
+    With z the sorted prefix and h = ⌊t/2⌋ the deviation is (sum of the h largest) − (sum of the h
+    smallest) = Σz − 2·Σ_{k<h} z_k − [t odd]·z_h. It is summed about the overall median, which
+    changes nothing but keeps the sums small.
+    """
+    n = y.size
+    t = np.arange(1, n + 1)
+    ascending = np.sort(y)
+    centre = ascending[(n - 1) // 2]
+    centred = y - centre
+    # order statistics ⌊t/2⌋ and ⌊(t − 1)/2⌋ of every prefix: its middle values (one when t is odd)
+    at, below = _prefix_order_statistics(
+        y, np.concatenate([t, t]), np.concatenate([t // 2, (t - 1) // 2]), centred
+    )
+    upper, lower = ascending[at[:n]], ascending[at[n:]]
+    odd = t % 2 == 1
+    median = np.where(odd, upper, (lower + upper) / 2.0)
+    cost = np.cumsum(centred) - 2.0 * below[:n] - np.where(odd, upper - centre, 0.0)
+    return median, cost
+
+
+def _prefix_order_statistics(values: F64, ends: I64, ranks: I64, weights: F64) -> tuple[I64, F64]:
+    """For each query j, among values[:ends[j]]: the position in ascending order of its
+    ranks[j]-th smallest value (0-based), and the sum of ``weights`` over its ranks[j] smallest.
+
+    A wavelet matrix over the values' ranks, O((n + queries) · log n) in whole-array steps: at each
+    of ⌈log₂ n⌉ levels, from the highest bit of the rank down, the values are stably partitioned by
+    that bit (zeros first); every query narrows its range to the side holding its order statistic,
+    adding the weights of the zeros it passes when it takes the ones side.
+    """
+    n = values.size
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    weight_of_rank = weights[order]
+    lo, hi, k = np.zeros_like(ends), ends.copy(), ranks.copy()
+    found = np.zeros_like(ends)
+    below = np.zeros(ends.size)
+    for level in reversed(range(max(1, (n - 1).bit_length()))):
+        zero = (rank >> level) & 1 == 0
+        zeros_before = np.concatenate([[0], np.cumsum(zero)])
+        weight_before = np.concatenate(
+            [[0.0], np.cumsum(np.where(zero, weight_of_rank[rank], 0.0))]
+        )
+        zeros_lo, zeros_hi = zeros_before[lo], zeros_before[hi]
+        ones = k >= zeros_hi - zeros_lo
+        below += np.where(ones, weight_before[hi] - weight_before[lo], 0.0)
+        k = np.where(ones, k - (zeros_hi - zeros_lo), k)
+        lo = np.where(ones, zeros_before[-1] + lo - zeros_lo, zeros_lo)
+        hi = np.where(ones, zeros_before[-1] + hi - zeros_hi, zeros_hi)
+        found = 2 * found + ones
+        rank = np.concatenate([rank[zero], rank[~zero]])
+    return found, below

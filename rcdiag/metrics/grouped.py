@@ -102,21 +102,26 @@ class GroupedStats:
                 )
 
     def add(self, slots: I64, values: Mapping[str, F64 | Moments]) -> None:
-        """Fold one value per row into the row's group for every named statistic."""
-        size = len(self._key_of)
+        """Fold one value per row into the row's group for every named statistic.
+
+        Touches only the groups present in ``slots``: cost in the batch's rows, not in all groups.
+        """
+        present, local = np.unique(slots, return_inverse=True)
+        local = local.reshape(-1)
         for name, kind in self.kinds.items():
             vals = values[name]
             if isinstance(vals, Moments):
                 have = self._moments[name]
                 merged = _combine(
-                    Moments(*(part[:size] for part in have)), merge_moments(slots, vals, size)
+                    Moments(*(part[present] for part in have)),
+                    merge_moments(local, vals, present.size),
                 )
                 for part, new in zip(have, merged, strict=True):
-                    part[:size] = new
+                    part[present] = new
                 continue
             arr = self._data[name]
             if kind == "sum":
-                arr[:size] += np.bincount(slots, weights=vals, minlength=size)
+                arr[present] += np.bincount(local, weights=vals, minlength=present.size)
             else:
                 with np.errstate(invalid="ignore"):  # a NaN value (∞ − ∞) makes the extreme NaN
                     (np.maximum if kind == "max" else np.minimum).at(arr, slots, vals)
@@ -130,8 +135,13 @@ class GroupedStats:
         return sorted(self._slot_of)
 
     def group(self, key: int) -> dict[str, float]:
-        """The statistics of one group."""
-        return self.groups()[key]
+        """The statistics of one group (constant time: one read per statistic)."""
+        slot = self._slot_of[key]
+        out = {name: float(arr[slot]) for name, arr in self._data.items()}
+        for name, m in self._moments.items():
+            for part, suffix in zip(m, (".n", ".mean", ".m2"), strict=True):
+                out[name + suffix] = float(part[slot])
+        return out
 
     def groups(self) -> dict[int, dict[str, float]]:
         """The statistics of every group, keyed by group (converted in one sweep per statistic)."""
@@ -147,10 +157,21 @@ class GroupedStats:
             for slot, key in enumerate(self._key_of)
         }
 
+    def column(self, name: str) -> tuple[I64, F64]:
+        """Every group's value of one sum, max or min statistic: (keys, values), sorted by key."""
+        slots = self._slots_by_key()
+        return np.asarray(self._key_of, dtype=np.int64)[slots], self._data[name][slots]
+
+    def _slots_by_key(self) -> I64:
+        """Every slot, in increasing order of its group key."""
+        return np.argsort(np.asarray(self._key_of, dtype=np.int64), kind="stable")
+
     def total(self, keys: Iterable[int] | None = None) -> dict[str, float]:
         """The statistics of the union of the given groups (default: all of them)."""
-        chosen = self.keys() if keys is None else list(keys)
-        slots = np.array([self._slot_of[k] for k in chosen], dtype=np.int64)
+        if keys is None:
+            slots = self._slots_by_key()
+        else:
+            slots = np.array([self._slot_of[k] for k in keys], dtype=np.int64)
         out: dict[str, float] = {}
         for name, arr in self._data.items():
             kind = self.kinds[name]

@@ -8,16 +8,34 @@ statistic x₍⌊q(n−1)⌋₎ (0-based, ascending) to within that relative err
 statistic (|x| < 2.2e-308), to within that absolute amount. Bucketing is two integer
 passes over the data, with no logarithm. Memory is the number of distinct occupied buckets per group:
 2ᵐ per power of two spanned, independent of the number of values.
+
+All groups live in three flat arrays (group, bucket, count), sorted by group then bucket, so adding a
+batch and reading every group's quantiles are a few sorts and cumulative sums, whatever the number of
+groups.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
 from rcdiag.metrics.ragged import F64, I64
 
 _DENSE_LIMIT = 20_000_000
+_COMPACT_AT = 1_000_000
+"""Pending (group, bucket) entries that trigger a merge into the sorted tallies (bounds memory)."""
 _MAGNITUDE_BITS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _tally(group: I64, bucket: I64, count: I64) -> tuple[I64, I64, I64]:
+    """Distinct (group, bucket) pairs, sorted by group then bucket, with their summed counts."""
+    order = np.lexsort((bucket, group))
+    group, bucket, count = group[order], bucket[order], count[order]
+    first = np.flatnonzero(
+        np.concatenate([[True], (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])])
+    )
+    return group[first], bucket[first], np.add.reduceat(count, first) if first.size else count
 
 
 class QuantileSketch:
@@ -35,7 +53,10 @@ class QuantileSketch:
             raise ValueError("mantissa_bits must lie in [0, 20]")
         self.relative_error = 2.0 ** -(mantissa_bits + 1)
         self._shift = 52 - mantissa_bits
-        self._buckets: dict[int, tuple[I64, I64]] = {}
+        empty = np.empty(0, dtype=np.int64)
+        self._tallies: tuple[I64, I64, I64] = (empty, empty, empty)
+        self._pending: list[tuple[I64, I64, I64]] = []
+        self._pending_size = 0
 
     def _bucket_keys(self, values: F64) -> I64:
         """A monotone integer key per value: order-preserving bits, truncated to the bucket."""
@@ -44,63 +65,75 @@ class QuantileSketch:
         ordered = bits ^ ((bits >> 63) & _MAGNITUDE_BITS)
         return ordered >> self._shift
 
-    def _representative(self, key: int) -> float:
-        low = np.array([key << self._shift, (key << self._shift) | ((1 << self._shift) - 1)])
-        bits = low ^ ((low >> 63) & _MAGNITUDE_BITS)
-        edges = bits.astype(np.int64).view(np.float64)
-        if edges[0] == 0.0 or edges[1] == 0.0 or np.sign(edges[0]) != np.sign(edges[1]):
-            return 0.0
-        # The midpoint of the bucket's magnitudes: within relative_error of every member (written
-        # so that it cannot overflow next to the largest float).
-        return float(edges[0] + (edges[1] - edges[0]) / 2.0)
+    def _representatives(self, buckets: I64) -> F64:
+        """The midpoint of each bucket's magnitudes (within relative_error of every member); 0 for
+        the buckets holding zero or straddling it. Written so that it cannot overflow next to the
+        largest float."""
+        low = buckets << self._shift
+        high = low | ((1 << self._shift) - 1)
+        edges = [(b ^ ((b >> 63) & _MAGNITUDE_BITS)).view(np.float64) for b in (low, high)]
+        zero = (edges[0] == 0.0) | (edges[1] == 0.0) | (np.sign(edges[0]) != np.sign(edges[1]))
+        return np.where(zero, 0.0, edges[0] + (edges[1] - edges[0]) / 2.0)
 
-    def add(self, slots: I64, values: F64, keys: list[int]) -> None:
+    def add(self, slots: I64, values: F64, keys: Sequence[int]) -> None:
         """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``)."""
         if values.size == 0:
             return
         bucket = self._bucket_keys(values)
-        if len(keys) == 1:
-            low = int(bucket.min())
-            counts = np.bincount(bucket - low)
-            occupied = np.flatnonzero(counts)
-            self._merge(keys[0], occupied + low, counts[occupied])
-            return
-        low, high = int(bucket.min()), int(bucket.max())
-        width = high - low + 1
-        if len(keys) * width <= _DENSE_LIMIT:
+        low, width = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1
+        if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
             table = np.bincount(slots * width + (bucket - low), minlength=len(keys) * width)
-            table = table.reshape(len(keys), width)
-            for j, key in enumerate(keys):
-                occupied = np.flatnonzero(table[j])
-                if occupied.size:
-                    self._merge(key, occupied + low, table[j, occupied])
-        else:  # many groups and a wide range in one batch: sort instead of a dense table
-            pairs, counts = np.unique(np.stack([slots, bucket]), axis=1, return_counts=True)
-            for j, key in enumerate(keys):
-                sel = pairs[0] == j
-                if sel.any():
-                    self._merge(key, pairs[1, sel], counts[sel])
+            cell = np.flatnonzero(table)
+            slot, bucket, count = cell // width, cell % width + low, table[cell]
+        else:  # a table much larger than the batch: sort instead
+            slot, bucket, count = _tally(slots, bucket, np.ones(bucket.size, dtype=np.int64))
+        group = np.asarray(keys, dtype=np.int64)[slot]
+        self._pending.append((group, bucket.astype(np.int64), count.astype(np.int64)))
+        self._pending_size += group.size
+        if self._pending_size > max(_COMPACT_AT, self._tallies[0].size):
+            self._compact()
 
-    def _merge(self, key: int, buckets: I64, counts: I64) -> None:
-        have = self._buckets.get(key)
-        if have is not None:
-            buckets, inverse = np.unique(np.concatenate([have[0], buckets]), return_inverse=True)
-            counts = np.bincount(inverse, weights=np.concatenate([have[1], counts]))
-        self._buckets[key] = (buckets.astype(np.int64), counts.astype(np.int64))
+    def _compact(self) -> tuple[I64, I64, I64]:
+        """Merge the pending entries into the sorted tallies; returns the tallies."""
+        if self._pending:
+            parts = [self._tallies, *self._pending]
+            self._tallies = _tally(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+            self._pending, self._pending_size = [], 0
+        return self._tallies
 
-    def quantile(self, key: int | None, q: float) -> float:
-        """Approximate x₍⌊q(n−1)⌋₎ of one group, or of all groups together when ``key`` is None."""
-        if key is None:
-            parts = list(self._buckets.values())
-            if not parts:
-                return float("nan")
-            buckets, inverse = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
-            counts = np.bincount(inverse, weights=np.concatenate([p[1] for p in parts]))
-        elif key in self._buckets:
-            buckets, counts = self._buckets[key]
-        else:
+    def _read(self, bucket: I64, count: I64, first: I64, qs: Sequence[float]) -> F64:
+        """x₍⌊q(n−1)⌋₎ of each segment of the sorted tallies (segment i starts at ``first[i]``),
+        [segments, len(qs)]: one cumulative sum; segment i's rank r lies at the first entry whose
+        cumulative count exceeds (the counts before the segment) + r."""
+        cumulative = np.cumsum(count)
+        before = np.concatenate([[0], cumulative])[first]
+        size = np.append(before[1:], cumulative[-1:]) - before
+        out = np.empty((first.size, len(qs)))
+        for j, q in enumerate(qs):
+            rank = np.floor(q * (size - 1)).astype(np.int64)
+            at = np.searchsorted(cumulative, before + rank, side="right")
+            out[:, j] = self._representatives(bucket[at])
+        return out
+
+    def quantiles(self, qs: Sequence[float]) -> tuple[I64, F64]:
+        """Every group's approximate x₍⌊q(n−1)⌋₎ for each q: (groups, values [groups, len(qs)])."""
+        group, bucket, count = self._compact()
+        first = np.flatnonzero(np.diff(group, prepend=group[:1] - 1))
+        return group[first], self._read(bucket, count, first, qs)
+
+    def pooled_quantiles(self, qs: Sequence[float]) -> F64:
+        """Approximate x₍⌊q(n−1)⌋₎ of all groups together for each q (NaN when empty)."""
+        _, bucket, count = self._compact()
+        if count.size == 0:
+            return np.full(len(qs), np.nan)
+        _, bucket, count = _tally(np.zeros_like(bucket), bucket, count)
+        return self._read(bucket, count, np.zeros(1, dtype=np.int64), qs)[0]
+
+    def quantile(self, key: int, q: float) -> float:
+        """Approximate x₍⌊q(n−1)⌋₎ of one group (NaN for a group without values)."""
+        group, bucket, count = self._compact()
+        start, stop = np.searchsorted(group, [key, key + 1])
+        if start == stop:
             return float("nan")
-        cumulative = np.cumsum(counts)
-        rank = np.floor(q * (cumulative[-1] - 1))
-        index = int(np.searchsorted(cumulative, rank, side="right"))
-        return self._representative(int(buckets[index]))
+        chosen = slice(start, stop)
+        return float(self._read(bucket[chosen], count[chosen], np.zeros(1, np.int64), [q])[0, 0])

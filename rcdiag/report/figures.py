@@ -1,9 +1,8 @@
 """The report's plotly figures, built from a result document only (no I/O, no HTML).
 
 Each figure is a :class:`Chart`: an id, a title, a one-line explanation and the plotly figure as a
-JSON-ready dict (``data`` and ``layout``). Numbers are rounded to :data:`SIGNIFICANT` digits and
-per-step traces longer than :data:`MAX_TREND_POINTS` are decimated (the minimum and the maximum of
-each stretch of steps are kept, so spikes survive), which keeps a 1,000-step report small.
+JSON-ready dict (``data`` and ``layout``). Numbers are rounded to :data:`SIGNIFICANT` digits. The
+per-step charts are in :mod:`rcdiag.report.trends`.
 
 Histograms use a *signed log* x axis: u(x) = sign(x)·(log₁₀|x| + 5) for |x| ≥ 10⁻⁵ (0 inside),
 labelled with the values of x, so bf16 noise (|ℓ| ≈ 10⁻³) and catastrophic tokens (ℓ ≈ −15) show
@@ -13,7 +12,7 @@ side by side.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,6 @@ from rcdiag.formatting import short
 from rcdiag.metrics.profile import LOG_MAGNITUDE_RANGE
 
 SIGNIFICANT = 4
-MAX_TREND_POINTS = 400
 
 FONT = '-apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 INK, MUTED, GRID = "#1f2937", "#6b7280", "#e5e7eb"
@@ -62,7 +60,7 @@ def _round(value: Any) -> Any:
     return value
 
 
-def _layout(**extra: Any) -> dict[str, Any]:
+def base_layout(**extra: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "template": None,
         "font": {"family": FONT, "size": 12, "color": INK},
@@ -85,67 +83,13 @@ def _layout(**extra: Any) -> dict[str, Any]:
     return base
 
 
-def _figure(data: Sequence[go.BaseTraceType], layout: dict[str, Any]) -> dict[str, Any]:
+def plotly_figure(data: Sequence[go.BaseTraceType], layout: dict[str, Any]) -> dict[str, Any]:
     figure = go.Figure(data=list(data), layout=layout).to_plotly_json()
     figure["layout"].pop("template", None)
     return _round({"data": figure["data"], "layout": figure["layout"]})
 
 
-def decimate(
-    x: Sequence[float], y: Sequence[float | None]
-) -> tuple[list[float], list[float | None]]:
-    """At most :data:`MAX_TREND_POINTS` points: per stretch of steps, its minimum and maximum.
-
-    Example:
-        >>> xs, ys = decimate(list(range(1000)), [float(i % 7) for i in range(1000)])
-        >>> len(xs) <= 400, max(ys) == 6.0, min(ys) == 0.0
-        (True, True, True)
-    """
-    if len(x) <= MAX_TREND_POINTS:
-        return list(x), list(y)
-    stretch = math.ceil(len(x) / (MAX_TREND_POINTS // 2))
-    xs: list[float] = []
-    ys: list[float | None] = []
-    for start in range(0, len(x), stretch):
-        part = [(x[i], y[i]) for i in range(start, min(start + stretch, len(x)))]
-        present = [p for p in part if p[1] is not None]
-        if not present:
-            xs.append(part[0][0])
-            ys.append(None)
-            continue
-        low = min(present, key=lambda p: p[1])  # type: ignore[arg-type, return-value]
-        high = max(present, key=lambda p: p[1])  # type: ignore[arg-type, return-value]
-        for point in sorted({low, high}, key=lambda p: p[0]):
-            xs.append(point[0])
-            ys.append(point[1])
-    return xs, ys
-
-
-def _step_series(
-    document: Mapping[str, Any], metric: str
-) -> tuple[list[float], list[float | None]]:
-    steps = document.get("steps") or []
-    x = [float(s["step"]) for s in steps]
-    y = []
-    for s in steps:
-        value = (s.get("metrics") or {}).get(metric)
-        y.append(float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None)
-    return decimate(x, y)
-
-
-def _line(x: list[float], y: list[float | None], name: str, color: str) -> go.Scatter:
-    return go.Scatter(
-        x=x,
-        y=y,
-        name=name,
-        mode="lines+markers" if len(x) <= 60 else "lines",
-        line={"color": color, "width": 2},
-        marker={"size": 5},
-        connectgaps=False,
-    )
-
-
-def _hline(
+def threshold_line(
     y: float, label: str, color: str, dash: str = "dash", log: bool = False
 ) -> tuple[dict, dict]:
     """A horizontal threshold line and its label (annotations on a log axis take log₁₀ y)."""
@@ -172,177 +116,6 @@ def _hline(
         "bgcolor": "rgba(255,255,255,0.75)",
     }
     return shape, note
-
-
-def _band(y0: float, y1: float, color: str) -> dict[str, Any]:
-    return {
-        "type": "rect",
-        "xref": "paper",
-        "x0": 0,
-        "x1": 1,
-        "yref": "y",
-        "y0": y0,
-        "y1": y1,
-        "fillcolor": color,
-        "line": {"width": 0},
-        "layer": "below",
-    }
-
-
-def _present(values: Iterable[float | None]) -> list[float]:
-    return [v for v in values if v is not None]
-
-
-def _thresholds(
-    values: list[float], lines: Sequence[tuple[float, str, str]], log: bool
-) -> tuple[list[dict], list[dict]]:
-    """Threshold lines; on a linear axis a threshold far above the data becomes a caption instead."""
-    shapes, notes = [], []
-    top = max((abs(v) for v in values), default=0.0)
-    for y, label, color in lines:
-        if not log and top > 0 and abs(y) > 10 * top:
-            notes.append(
-                {
-                    "xref": "paper",
-                    "x": 0.01,
-                    "xanchor": "left",
-                    "yref": "paper",
-                    "y": 1,
-                    "yanchor": "top",
-                    "bgcolor": "rgba(255,255,255,0.75)",
-                    "text": f"{label} — off the chart, far above every step",
-                    "showarrow": False,
-                    "font": {"size": 10, "color": color},
-                }
-            )
-            continue
-        shape, note = _hline(y, label, color, log=log)
-        shapes.append(shape)
-        notes.append(note)
-    return shapes, notes
-
-
-def _trend(
-    document: Mapping[str, Any],
-    id: str,
-    title: str,
-    caption: str,
-    series: Sequence[tuple[str, str, str]],
-    lines: Sequence[tuple[float, str, str]] = (),
-    log: bool = False,
-    bands: Sequence[dict[str, Any]] = (),
-    y_range: tuple[float, float] | None = None,
-) -> Chart | None:
-    traces = []
-    everything: list[float] = []
-    for metric, name, color in series:
-        x, y = _step_series(document, metric)
-        shown = [v if v is None or not log or v > 0 else None for v in y]
-        if not _present(shown):
-            continue
-        everything += _present(shown)
-        traces.append(_line(x, shown, name, color))
-    if not traces:
-        return None
-    shapes, notes = _thresholds(everything, lines, log)
-    yaxis: dict[str, Any] = {"type": "log" if log else "linear", "exponentformat": "power"}
-    if y_range is not None:
-        yaxis["range"] = list(y_range)
-    elif log:
-        low = min(everything + [y for y, _, _ in lines if y > 0])
-        high = max(everything + [y for y, _, _ in lines if y > 0])
-        yaxis["range"] = [math.log10(low) - 0.3, math.log10(high) + 0.3]
-    layout = _layout(
-        xaxis={"title": {"text": "training step"}},
-        yaxis=yaxis,
-        shapes=[*bands, *shapes],
-        annotations=notes,
-        showlegend=len(traces) > 1,
-    )
-    return Chart(id, title, caption, _figure(traces, layout))
-
-
-def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
-    """Per-step trends of the headline metrics, with the published thresholds."""
-    charts = [
-        _trend(
-            document,
-            "trend-k3",
-            "k3_kl per step",
-            "Token-level KL(π_rollout‖π_train), K3 estimator. Green: dense bf16 models "
-            "(1e-5 … 1e-3); amber: MoE models (1e-3 … 1e-1).",
-            [("rollout_corr/k3_kl", "k3_kl", BLUE)],
-            [(1e-3, "NeMo-RL gate 1e-3", WARN), (1e-1, "top of MoE range", FAIL)],
-            log=True,
-            bands=[_band(1e-5, 1e-3, BAND_OK), _band(1e-3, 1e-1, BAND_WARN)],
-        ),
-        _trend(
-            document,
-            "trend-abs",
-            "mean |Δ log p| per step",
-            "Mean |log π_train − log π_rollout| over tokens. Healthy bf16 ≈ 0.01, fp8 rollout ≈ "
-            "0.27; slime gates CI at 0.1.",
-            [("rcdiag/abs_log_ratio_mean", "mean |Δ log p|", BLUE)],
-            [(0.1, "slime gate 0.1", FAIL), (0.01, "healthy bf16 ≈ 0.01", OK)],
-            log=True,
-        ),
-        _trend(
-            document,
-            "trend-kl",
-            "kl per step",
-            "Mean of log π_rollout − log π_train (signed): > 0 when the rollout engine is "
-            "over-confident. verl flags |kl| > 0.1.",
-            [("rollout_corr/kl", "kl", BLUE)],
-            [(0.1, "verl: |kl| > 0.1", FAIL), (-0.1, "verl: |kl| > 0.1", FAIL)],
-        ),
-        _trend(
-            document,
-            "trend-logppl",
-            "log_ppl_abs_diff per step",
-            "Mean over sequences of |mean token Δ log p| — the statistic geometric-mean rejection "
-            "filters. Above the dashed line, decoupled_geo_rs (±0.1%) rejects most sequences.",
-            [("rollout_corr/log_ppl_abs_diff", "log_ppl_abs_diff", BLUE)],
-            [(GEO_DEFAULT, "decoupled_geo_rs band ±0.1%", WARN)],
-            log=True,
-        ),
-        _trend(
-            document,
-            "trend-chi2-token",
-            "chi2_token per step",
-            "Variance of the token weights ρ = π_train/π_rollout (E[ρ²] − 1). verl: > 1 is severe.",
-            [("rollout_corr/chi2_token", "chi2_token", BLUE)],
-            [(1.0, "verl: severe > 1", FAIL)],
-        ),
-        _trend(
-            document,
-            "trend-chi2-seq",
-            "chi2_seq per step",
-            "Variance of the sequence weights ∏ρ. Grows with response length; > 1 means "
-            "sequence-level IS is unreliable (rcdiag rule).",
-            [("rollout_corr/chi2_seq", "chi2_seq", PURPLE)],
-            [(1.0, "> 1: sequence IS unreliable", FAIL)],
-        ),
-        _trend(
-            document,
-            "trend-ess",
-            "Effective sample size per step",
-            "Kish ESS of the raw weights, as a share of the samples: token weights and sequence "
-            "weights. verl warns below 0.3.",
-            [("rcdiag/ess_token", "ESS token", BLUE), ("rcdiag/ess_seq", "ESS sequence", PURPLE)],
-            [(0.3, "verl: < 0.3", FAIL)],
-            y_range=(0, 1.05),
-        ),
-        _trend(
-            document,
-            "trend-veto",
-            "Sequences with a catastrophic token",
-            "Share of sequences holding a token with π_train/π_rollout < 1e-4 (the veto). verl "
-            "warns above 10%.",
-            [("rcdiag/veto_fraction", "veto fraction", ORANGE)],
-            [(0.1, "verl: > 10%", FAIL)],
-        ),
-    ]
-    return [c for c in charts if c is not None]
 
 
 def symlog(x: float) -> float:
@@ -379,7 +152,7 @@ def _histogram_layout(
     **extra: Any,
 ) -> dict[str, Any]:
     """A signed-log-x, log-count histogram with labelled vertical marks."""
-    return _layout(
+    return base_layout(
         xaxis={"title": {"text": x_title}, **_symlog_axis(low, high)},
         yaxis={
             "type": "log",
@@ -489,7 +262,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
                 "Token log-ratios",
                 "Each valid token's ℓ. A healthy dump is a narrow spike around 0; a tail to the left "
                 "means tokens the trainer finds far less likely than the rollout engine did.",
-                _figure([bar], layout),
+                plotly_figure([bar], layout),
             )
         )
     seq_traces = []
@@ -527,7 +300,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
                 "Purple: Σℓ, the log of the sequence-level IS ratio (outside the purple lines, "
                 "decoupled_seq_is_rs rejects). Teal: mean ℓ, what geometric-mean rejection filters "
                 "(outside the teal lines, decoupled_geo_rs rejects).",
-                _figure(seq_traces, layout),
+                plotly_figure(seq_traces, layout),
             )
         )
     return charts
@@ -605,7 +378,7 @@ def _bucket_chart(
             ),
         }
     bar_top = max(float(r["mean_abs_log_ratio"]) for r in rows)
-    layout = _layout(
+    layout = base_layout(
         xaxis={"title": {"text": x_title}, "type": "category"},
         yaxis={
             "type": "linear",  # bars are lengths: their axis starts at 0
@@ -620,7 +393,7 @@ def _bucket_chart(
         margin={"l": 60, "r": 70, "t": 10, "b": 45},
         **layout_extra,
     )
-    return Chart(id, title, caption, _figure(traces, layout))
+    return Chart(id, title, caption, plotly_figure(traces, layout))
 
 
 def where_charts(document: Mapping[str, Any]) -> list[Chart]:
@@ -755,8 +528,8 @@ def rejection_sweep_charts(
                             hovertemplate="recommended: %{x}, kept %{y:.1%}<extra></extra>",
                         )
                     )
-        shape, note = _hline(0.95, "keep 95%", MUTED, dash="dot")
-        layout = _layout(
+        shape, note = threshold_line(0.95, "keep 95%", MUTED, dash="dot")
+        layout = base_layout(
             xaxis={
                 "title": {"text": f"threshold ({sweep.get('target', key)})"},
                 "type": "category",
@@ -767,7 +540,7 @@ def rejection_sweep_charts(
             showlegend=True,
         )
         charts.append(
-            Chart(f"sweep-{key.replace('+', '-')}", title, caption, _figure(traces, layout))
+            Chart(f"sweep-{key.replace('+', '-')}", title, caption, plotly_figure(traces, layout))
         )
     return charts
 
@@ -798,7 +571,7 @@ def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
             line={"color": ORANGE, "width": 2},
         ),
     ]
-    layout = _layout(
+    layout = base_layout(
         xaxis={"title": {"text": "truncation threshold C (token TIS)"}, "type": "log"},
         yaxis={"title": {"text": "ESS"}, "range": [0, 1.05]},
         yaxis2={
@@ -817,23 +590,5 @@ def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
         "Token TIS: choosing C",
         "A small C truncates more weight (bias, orange); a large C lets rare big weights through "
         "(variance: ESS falls, blue). verl's default is C = 2.",
-        _figure(traces, layout),
+        plotly_figure(traces, layout),
     )
-
-
-def all_charts(document: Mapping[str, Any]) -> dict[str, list[Chart]]:
-    """Every chart the document supports, by report section."""
-    recommendation = document.get("recommendation") or {}
-    choices = recommendation.get("choices") or []
-    ref = None
-    if choices and choices[0].get("evaluated"):
-        ref = choices[0]["evaluated"]["ref"]
-    steps = document.get("steps") or []
-    is_chart = is_sweep_chart(document)
-    presets = [*rejection_sweep_charts(document, ref), *([is_chart] if is_chart else [])]
-    return {
-        "trends": trend_charts(document) if len(steps) >= 2 else [],
-        "distributions": distribution_charts(document),
-        "where": where_charts(document),
-        "presets": presets,
-    }

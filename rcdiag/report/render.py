@@ -26,8 +26,15 @@ from markupsafe import Markup
 
 from rcdiag.formatting import count, pct, short
 from rcdiag.io.writer import atomic_write
-from rcdiag.report.figures import Chart, all_charts
+from rcdiag.report.figures import (
+    Chart,
+    distribution_charts,
+    is_sweep_chart,
+    rejection_sweep_charts,
+    where_charts,
+)
 from rcdiag.report.recommend import recommend, rule_table
+from rcdiag.report.trends import steps_note, trend_charts
 from rcdiag.report.verdict import CSS_STATUS, verdict
 from rcdiag.results import json_safe
 
@@ -457,6 +464,23 @@ def _source_view(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def all_charts(document: Mapping[str, Any]) -> dict[str, list[Chart]]:
+    """Every chart the document supports, by report section."""
+    recommendation = document.get("recommendation") or {}
+    choices = recommendation.get("choices") or []
+    ref = None
+    if choices and choices[0].get("evaluated"):
+        ref = choices[0]["evaluated"]["ref"]
+    is_chart = is_sweep_chart(document)
+    presets = [*rejection_sweep_charts(document, ref), *([is_chart] if is_chart else [])]
+    return {
+        "trends": trend_charts(document),
+        "distributions": distribution_charts(document),
+        "where": where_charts(document),
+        "presets": presets,
+    }
+
+
 def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template prints, from the document (verdict and advice computed if absent)."""
     the_verdict = document.get("verdict") or verdict(document)
@@ -487,6 +511,7 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         "measured": recommendation.get("measured", True),
         "metrics": _key_metrics(document),
         "charts": charts,
+        "steps_note": steps_note(len(document.get("steps") or [])),
         "figures_json": json_for_script(figures),
         "chart_count": len(figures),
         "summary_columns": [label for _, label in SUMMARY_COLUMNS],

@@ -1,0 +1,186 @@
+"""Per-step work grows linearly with the number of steps, measured without a clock.
+
+A work meter counts every Python and builtin call and every byte allocated (numpy reports its
+buffers to tracemalloc) while a stage runs. Each stage runs on a run of N and of 4N steps: linear work
+quadruples, work quadratic in steps (a per-step lookup that rebuilds every step, a prefix median
+recomputed per split, a batch that touches every step seen so far) grows sixteenfold.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+from rcdiag import write_dump
+from rcdiag.analysis import OffPolicyAnalysis
+from rcdiag.checks.defaults import default_rules
+from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
+from rcdiag.checks.rules import CheckSettings, parse_rule
+from rcdiag.commands.analyze import step_table
+from rcdiag.correction.compare import PresetComparison
+from rcdiag.io.reader import DumpReader
+from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.report.candidates import preset_configs
+from rcdiag.report.recommend import recommend
+from rcdiag.report.trends import trend_charts
+from rcdiag.report.verdict import verdict
+from rcdiag.results import DumpSpec, analysis_document, comparison_document, stream
+
+STEPS = 300
+"""The shorter run of most stages; the longer has :data:`GROWTH` times as many steps."""
+TREND_STEPS = 1100
+"""The shorter run of the rise rules: above Pettitt's permutation test, so both runs take one path."""
+GROWTH = 4
+MAX_RATIO = 6.0
+"""Linear work grows ×4 (n log n ×4.7 at these sizes); work quadratic in steps ×16."""
+
+
+class Work(NamedTuple):
+    calls: int
+    allocated: int
+
+
+def work(stage: Callable[[], Any]) -> Work:
+    """Calls made and bytes allocated while ``stage`` runs (allocations between two calls are
+    counted by the peak they reach); a first, unmetered run leaves out one-off imports and caches."""
+    stage()
+    calls = allocated = 0
+
+    def meter(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal calls, allocated
+        calls += 1
+        current, peak = tracemalloc.get_traced_memory()
+        allocated += peak - current
+        tracemalloc.reset_peak()
+
+    tracemalloc.start()
+    sys.setprofile(meter)
+    try:
+        stage()
+    finally:
+        sys.setprofile(None)
+        tracemalloc.stop()
+    return Work(calls, allocated)
+
+
+def long_run(steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rollout and training log-probs of one 32-token response per step, [steps, 32]: the mismatch
+    grows over the steps, with rare catastrophic tokens."""
+    rng = np.random.default_rng(seed)
+    rollout = -rng.exponential(0.7, (steps, 32))
+    noise = np.linspace(0.01, 0.1, steps)[:, None] * rng.standard_normal((steps, 32))
+    return rollout, rollout + noise - 10.0 * (rng.random((steps, 32)) < 1e-3)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A long run read once: its analysis, a comparison and what the stages consume."""
+
+    spec: DumpSpec
+    reader: DumpReader
+    analysis: OffPolicyAnalysis
+    comparison: PresetComparison
+    document: dict[str, Any]
+    whole: RaggedBatch
+    """Every step in one batch."""
+    batches: list[RaggedBatch]
+    """One batch per step, for the first quarter of the steps."""
+
+
+def _run(directory: Path, steps: int) -> Run:
+    rollout, old = long_run(steps)
+    path = write_dump(directory / f"run{steps}.parquet", rollout, old, step=np.arange(steps))
+    spec = DumpSpec([str(path)])
+    analysis = OffPolicyAnalysis()
+    comparison = PresetComparison(preset_configs("latest")[0][:1])
+    reader = stream(spec, [analysis.update, comparison.update], None)
+    mask = np.ones(32, dtype=bool)
+    whole = RaggedBatch(
+        rollout.ravel(),
+        old.ravel(),
+        np.tile(mask, steps),
+        np.arange(steps + 1) * 32,
+        np.arange(steps),
+    )
+    one_per_step = [
+        RaggedBatch(rollout[s], old[s], mask, np.array([0, 32]), np.array([s]))
+        for s in range(steps // GROWTH)
+    ]
+    document = analysis_document(spec, reader, analysis)
+    return Run(spec, reader, analysis, comparison, document, whole, one_per_step)
+
+
+@pytest.fixture(scope="module")
+def run_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Run]:
+    """The run of a given number of steps (built once)."""
+    directory = tmp_path_factory.mktemp("long_runs")
+    return functools.cache(lambda steps: _run(directory, steps))
+
+
+def _one_batch_per_step(run: Run) -> None:
+    """Batches of one step each, into an analysis holding every step: a batch's cost must not
+    depend on the steps seen before."""
+    analysis = OffPolicyAnalysis()
+    analysis.update(run.whole)
+    for batch in run.batches:
+        analysis.update(batch)
+
+
+def _rise_rules(run: Run) -> Any:
+    rules = [
+        *default_rules(set(run.document["overall"]), with_baseline=False),
+        parse_rule("rollout_corr/k3_kl.rise <= 0.5"),
+        parse_rule("rcdiag/abs_log_ratio_mean.rise <= 0.5"),
+    ]
+    return evaluate_rules(rules, CheckInputs(run.document), CheckSettings())
+
+
+STAGES: dict[str, tuple[int, Callable[[Run], Any]]] = {
+    "analyze document": (STEPS, lambda r: analysis_document(r.spec, r.reader, r.analysis)),
+    "compare-presets document": (
+        STEPS,
+        lambda r: comparison_document(
+            r.spec, r.reader, r.comparison, "latest", list(r.comparison.configs.values())
+        ),
+    ),
+    "check rules (rise: Pettitt and median split)": (TREND_STEPS, _rise_rules),
+    "terminal step table": (STEPS, lambda r: step_table(r.document["steps"])),
+    "report trends, verdict and advice": (
+        STEPS,
+        lambda r: (trend_charts(r.document), verdict(r.document), recommend(r.document)),
+    ),
+    "batches of one step each": (STEPS, _one_batch_per_step),
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_work_grows_linearly_with_steps(run_of: Callable[[int], Run], stage: str) -> None:
+    steps, run_stage = STAGES[stage]
+    short, long = (run_of(n) for n in (steps, GROWTH * steps))
+    less, more = work(lambda: run_stage(short)), work(lambda: run_stage(long))
+    assert more.calls < MAX_RATIO * less.calls, (less, more)
+    assert more.allocated < MAX_RATIO * less.allocated, (less, more)
+
+
+def test_the_meter_sees_quadratic_work() -> None:
+    def quadratic(n: int) -> None:
+        values = np.arange(float(n))
+        for t in range(1, n):
+            np.sort(values[:t])
+
+    def linear(n: int) -> None:
+        np.cumsum(np.arange(float(n)))
+
+    small, large = work(lambda: quadratic(1000)), work(lambda: quadratic(4000))
+    assert large.allocated > 10 * small.allocated
+    small, large = work(lambda: linear(100_000)), work(lambda: linear(400_000))
+    assert large.allocated < MAX_RATIO * small.allocated
