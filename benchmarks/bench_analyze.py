@@ -41,7 +41,8 @@ print(n)
 
 
 def generate(out: Path, tokens: int, steps: int, seed: int = 0) -> None:
-    """Hive shards with ~tokens valid tokens, float32 log-probs, mean response length ~600."""
+    """Hive shards with ~tokens valid tokens, float32 log-probs, mean response length ~600, and a
+    bf16-like mismatch growing from σ = 0.01 to 0.02 over the steps."""
     from rcdiag.io.writer import write_dump
 
     rng = np.random.default_rng(seed)
@@ -51,9 +52,12 @@ def generate(out: Path, tokens: int, steps: int, seed: int = 0) -> None:
     for step in range(steps):
         lengths = rng.integers(mean_len // 2, 3 * mean_len // 2, rows)
         width = int(lengths.max())
-        rollout = -rng.exponential(0.7, (rows, width)).astype(np.float32)
-        noise = rng.normal(0.0, 0.01 * (1 + step / steps), (rows, width)).astype(np.float32)
-        old = rollout + noise
+        base = -rng.exponential(0.7, (rows, width))
+        sigma = 0.01 * (1 + step / steps)
+        # ℓ with E[e^ℓ] = 1, as for tokens sampled from the rollout policy; both log-probs ≤ 0
+        ell = rng.normal(-0.5 * sigma * sigma, sigma, (rows, width))
+        rollout = np.minimum(base, -ell).astype(np.float32)
+        old = (rollout + ell).astype(np.float32)
         mask = np.arange(width)[None, :] < lengths[:, None]
         write_dump(out / f"step={step}" / "part-0.parquet", rollout, old, mask, step=step)
         print(f"\rgenerating step {step + 1}/{steps}", end="", file=sys.stderr, flush=True)
@@ -81,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs")
     args = parser.parse_args()
 
-    dump = args.data / f"dump_{args.tokens}_{args.steps}"
+    dump = args.data / f"dump_v2_{args.tokens}_{args.steps}"
     if not (dump / ".complete").exists():
         generate(dump, args.tokens, args.steps)
         (dump / ".complete").touch()

@@ -5,7 +5,7 @@ Generates (once, cached under benchmarks/data/) dumps of 100, 1,000 and 10,000 s
 then times each command in a fresh process (start-up included):
 
 * ``analyze``         — ``rcdiag analyze DUMP --json …``;
-* ``check``           — ``rcdiag check DUMP`` with the default rules (the rise rules included);
+* ``check``           — ``rcdiag check DUMP`` with the default rules (registry bands, diagnosis);
 * ``check --baseline``— the same against a baseline of the 100-step dump (bootstrap in the pass);
 * ``compare-presets`` — every preset of the latest dialect, terminal output only;
 * ``report``          — ``rcdiag report DUMP -o …`` (also prints the page size).

@@ -219,7 +219,7 @@ def compare_dump(
 
     Sweep points, when asked for, are evaluated in the same pass and listed under ``sweep``.
     """
-    comparison = PresetComparison([*configs, *(sweep.configs if sweep else ())])
+    comparison = PresetComparison(configs, summary_only=sweep.configs if sweep else ())
     reader = stream(dump, comparison.update, progress)
     return comparison_document(dump, reader, comparison, dialect, configs, sweep)
 

@@ -67,6 +67,10 @@ class _Tracked:
 class PresetComparison:
     """Streams batches through every configuration; then metrics and summaries per step and overall.
 
+    ``summary_only`` configurations (sweep points) get :meth:`summary` but not verl's metrics, so
+    only their outcome is computed. ``base``: the per-row statistics of an analysis fed the same
+    batches, shared instead of computed twice (the analysis adds each batch to them).
+
     Example:
         >>> import numpy as np
         >>> from rcdiag.correction.config import parse_config
@@ -78,20 +82,33 @@ class PresetComparison:
         1.5
     """
 
-    def __init__(self, configs: Sequence[NamedConfig]) -> None:
-        names = [c.name for c in configs]
+    def __init__(
+        self,
+        configs: Sequence[NamedConfig],
+        summary_only: Sequence[NamedConfig] = (),
+        base: GroupedStats | None = None,
+    ) -> None:
+        names = [c.name for c in (*configs, *summary_only)]
         if len(set(names)) != len(names):
             raise ValueError(f"configuration names must be unique: {names}")
-        self.configs = {c.name: c for c in configs}
-        self.base = GroupedStats(ROW_STATISTICS)
+        self.configs = {c.name: c for c in (*configs, *summary_only)}
+        self._owns_base = base is None
+        self.base = GroupedStats(ROW_STATISTICS) if base is None else base
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
         self._finished: dict[int, dict[int | None, dict[str, float]]] = {}
         for c in configs:
-            parts = (*plan_components(c.plan), Outcome(c.plan))
-            for part in parts:
-                self._tracked.setdefault(part, _Tracked(part))
-            self._parts[c.name] = parts
+            self._track(c.name, (*plan_components(c.plan), Outcome(c.plan)))
+        for c in summary_only:  # a summary reads the outcome (and a batch-norm factor) only
+            plan = c.plan.importance
+            normalises = plan is not None and plan.batch_normalize
+            importance = (Importance(plan, c.plan.dialect),) if plan and normalises else ()
+            self._track(c.name, (*importance, Outcome(c.plan)))
+
+    def _track(self, name: str, parts: tuple[Component, ...]) -> None:
+        for part in parts:
+            self._tracked.setdefault(part, _Tracked(part))
+        self._parts[name] = parts
 
     def update(self, batch: RaggedBatch) -> None:
         """Fold one batch into every configuration's statistics."""
@@ -99,8 +116,9 @@ class PresetComparison:
             return
         self._finished.clear()
         view = TokenView(batch)
-        slots = self.base.slots_for(batch.steps)
-        self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
+        if self._owns_base:  # else the analysis that shares its statistics adds the batch
+            slots = self.base.slots_for(batch.steps)
+            self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
         for tracked in self._tracked.values():
             stats = tracked.stats
             stats.add(stats.slots_for(batch.steps), tracked.component.row_stats(view))

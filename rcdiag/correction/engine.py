@@ -670,16 +670,16 @@ class Outcome(Component):
         weights = importance.weights(view)
 
         def kept_sums() -> dict[str, F64]:
-            # raw and applied weights are already 0 at invalid positions
-            raw = np.where(keep, weights.raw, 0.0) if rejects(plan) else weights.raw
-            applied = np.where(keep, weights.applied, 0.0) if rejects(plan) else weights.applied
+            # Weights are ≥ 0 and already 0 at invalid positions, so multiplying by the keep mask
+            # zeroes the rejected ones; a row without kept weight then has maximum 0, which never
+            # decides a step's maximum (a step without any kept token has no max_weight).
+            raw = weights.raw * keep if rejects(plan) else weights.raw
+            applied = weights.applied * keep if rejects(plan) else weights.applied
             return {
                 "kept_raw": segment_sum(raw, view.offsets),
                 "kept_applied": segment_sum(applied, view.offsets),
                 "kept_applied_sq": segment_sum(applied * applied, view.offsets),
-                "kept_applied_max": segment_max(
-                    np.where(keep, weights.applied, -np.inf), view.offsets
-                ),
+                "kept_applied_max": segment_max(applied, view.offsets),
             }
 
         key = ("kept_sums", importance.weights_key, _rejection_key(plan) if rejects(plan) else None)

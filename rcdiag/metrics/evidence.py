@@ -75,21 +75,27 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
 
 def _evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
     index, offsets = prefix_positions(batch.offsets)
-    x, y, valid = batch.rollout[index], batch.old[index], batch.mask[index]
-    x = np.where(valid, x, 0.0)
-    y = np.where(valid, y, 0.0)
-    row_of = np.repeat(np.arange(batch.rows), np.diff(offsets))
+    valid = batch.mask[index]
+    x = batch.rollout[index] * valid  # 0 at invalid positions (finite there after the product
+    y = batch.old[index] * valid  # only when they were finite: masked garbage is replaced next)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        x, y = np.where(valid, batch.rollout[index], 0.0), np.where(valid, batch.old[index], 0.0)
+    take = np.diff(offsets)
+    position = np.arange(index.size) - np.repeat(offsets[:-1], take)  # within the row
+    length = np.repeat(take, take)
     stats: dict[str, F64] = {}
     for s in SHIFTS:
-        # pairs (t, t + s) inside one row: y at t against x at t + s
-        lo, hi = max(0, -s), index.size - max(0, s)
-        t = np.arange(lo, hi)
-        pair = valid[t] & valid[t + s] & (row_of[t] == row_of[t + s])
-        gap = np.where(pair, np.abs(y[t] - x[t + s]), 0.0)
-        stats[f"shift_{s}_abs"] = _row_sums(gap, row_of[t], batch.rows)
-        stats[f"shift_{s}_pairs"] = _row_sums(pair, row_of[t], batch.rows)
-    fitted = valid if batch.lags is None else valid & (np.repeat(batch.lags, np.diff(offsets)) == 0)
-    xf, yf = np.where(fitted, x, 0.0), np.where(fitted, y, 0.0)
+        # pairs (t, t + s) inside one row, y at t against x at t + s, summed in t's row
+        head, tail = slice(max(0, -s), index.size - max(0, s)), slice(max(0, s), None)
+        if s < 0:
+            tail = slice(0, index.size + s)
+        inside = (position[head] + s >= 0) & (position[head] + s < length[head])
+        pair = inside & valid[head] & valid[tail]
+        gap = np.abs(y[head] - x[tail]) * pair
+        stats[f"shift_{s}_abs"] = _aligned_row_sums(gap, s, offsets)
+        stats[f"shift_{s}_pairs"] = _aligned_row_sums(pair, s, offsets)
+    fitted = valid if batch.lags is None else valid & (np.repeat(batch.lags, take) == 0)
+    xf, yf = x * fitted, y * fitted
     stats["fit_n"] = segment_sum(fitted, offsets)
     stats["fit_x"] = segment_sum(xf, offsets)
     stats["fit_y"] = segment_sum(yf, offsets)
@@ -99,8 +105,11 @@ def _evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
     return stats
 
 
-def _row_sums(values: np.ndarray, rows: I64, size: int) -> F64:
-    return np.bincount(rows, weights=values, minlength=size).astype(np.float64)
+def _aligned_row_sums(values: np.ndarray, shift: int, offsets: I64) -> F64:
+    """Row sums of values defined at positions t = max(0, −shift) … n − max(0, shift) − 1."""
+    padded = np.zeros(int(offsets[-1]), dtype=np.float64)
+    padded[max(0, -shift) : padded.size - max(0, shift)] = values
+    return segment_sum(padded, offsets)
 
 
 def mean_gap(stats: dict[str, float], shift: int) -> float | None:

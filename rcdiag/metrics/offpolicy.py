@@ -114,8 +114,9 @@ ROW_STATISTICS: dict[str, Kind] = {
 
 
 def masked_log_ratio(batch: RaggedBatch) -> F64:
-    """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is dropped)."""
-    return np.where(batch.mask, batch.raw_log_ratio, 0.0)
+    """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is dropped);
+    the batch computes it once for every consumer."""
+    return batch.log_ratio
 
 
 def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:

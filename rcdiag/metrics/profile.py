@@ -193,7 +193,7 @@ class MismatchProfile:
             return
         offsets, mask = batch.offsets, batch.mask
         with np.errstate(over="ignore", invalid="ignore"):  # k3 of a huge ℓ is +inf, as in verl
-            full = np.where(mask, batch.raw_log_ratio, 0.0)
+            full = batch.log_ratio
             k3_full = np.expm1(full) - full  # 0 where invalid, since ℓ = 0 there
         ell = full[mask]
         abs_ell = np.abs(ell)

@@ -60,6 +60,12 @@ class RaggedBatch:
         with np.errstate(invalid="ignore", over="ignore"):
             return self.old - self.rollout
 
+    @cached_property
+    def log_ratio(self) -> F64:
+        """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is
+        dropped); computed once per batch for every consumer."""
+        return np.where(self.mask, self.raw_log_ratio, 0.0)
+
     @property
     def rows(self) -> int:
         return int(self.offsets.size - 1)

@@ -92,7 +92,9 @@ def build_report_document(
     analysis = OffPolicyAnalysis(options.analyze)
     presets, aliases = preset_configs(options.dialect)
     sweeps = candidate_sweeps(options.dialect)
-    comparison = PresetComparison([*presets, *(c for s in sweeps for c in s.configs)])
+    comparison = PresetComparison(
+        presets, summary_only=[c for s in sweeps for c in s.configs], base=analysis.stats
+    )
     profile = MismatchProfile(options.top_k)
 
     updates = [analysis.update, comparison.update, profile.update]
