@@ -23,7 +23,7 @@ from rcdiag.metrics.offpolicy import (
     offpolicy_metrics,
     row_statistics,
 )
-from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.metrics.ragged import F64, RaggedBatch
 from rcdiag.metrics.sketch import QuantileSketch
 
 Metrics = dict[str, float | None]
@@ -72,7 +72,8 @@ class OffPolicyAnalysis:
         >>> batch = RaggedBatch(rollout=np.log([0.5, 0.5]), old=np.log([0.5, 0.25]),
         ...     mask=np.array([True, True]), offsets=np.array([0, 2]), steps=np.array([0]))
         >>> a = OffPolicyAnalysis()
-        >>> a.update(batch)
+        >>> sorted(a.update(batch))[:3]  # the batch's per-row statistics, for other consumers
+        ['abs_log_ratio', 'abs_log_ratio_max', 'catastrophic_tokens']
         >>> round(a.overall()["rollout_corr/kl"], 6)  # mean of (rollout − old) = log(2) / 2
         0.346574
     """
@@ -84,10 +85,12 @@ class OffPolicyAnalysis:
         self.evidence = GroupedStats(EVIDENCE_STATISTICS)
         self.lags = LagBreakdown()
 
-    def update(self, batch: RaggedBatch) -> None:
-        """Fold one batch of rows into the per-step statistics."""
+    def update(self, batch: RaggedBatch) -> dict[str, F64] | None:
+        """Fold one batch of rows into the per-step statistics; returns the batch's per-row
+        statistics (:data:`~rcdiag.metrics.offpolicy.ROW_STATISTICS`) for other consumers, None for
+        a batch without rows."""
         if batch.rows == 0:
-            return
+            return None
         slots = self.stats.slots_for(batch.steps)
         log_ratio = masked_log_ratio(batch)
         row_stats = row_statistics(batch, log_ratio, self.options.effective_veto_threshold)
@@ -102,6 +105,7 @@ class OffPolicyAnalysis:
             else np.repeat(local_of_row.reshape(-1), batch.lengths)[batch.mask]
         )
         self.sketch.add(token_slots, valid_log_ratio, self.stats.keys_of_slots(local))
+        return row_stats
 
     def consume(self, batches: Iterable[RaggedBatch]) -> OffPolicyAnalysis:
         for batch in batches:

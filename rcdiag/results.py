@@ -1,14 +1,13 @@
-"""Running an analysis over a dump and shaping its serializable result (contract §4).
+"""The serializable results of a pass over a dump (docs/report.md, "Results JSON").
 
-The JSON document built here is the one thing the terminal view, the HTML report and CI checks read.
+The JSON documents built here from a :class:`~rcdiag.pipeline.Pass` are the one thing the terminal
+view, the HTML report and CI checks read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,58 +20,13 @@ from rcdiag.assess.registry import MetricStatus, judge
 from rcdiag.checks.trend import detect_trend
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
+from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
-from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
+from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.grouped import GroupedStats
-from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.pipeline import DumpSpec, Pass, Progress, Request, run
 
 SCHEMA_VERSION = 2
-
-
-@dataclass(frozen=True)
-class DumpSpec:
-    """Where a dump is and how to read it."""
-
-    paths: Sequence[str | Path]
-    columns: ColumnNames = field(default_factory=ColumnNames)
-    drop_nonfinite: bool = False
-    selection: StepSelection = field(default_factory=StepSelection)
-
-    def reader(self, row_details: bool = False) -> DumpReader:
-        """A streaming reader; ``row_details`` also reads each row's uid and position."""
-        return DumpReader(
-            self.paths,
-            self.columns,
-            drop_nonfinite=self.drop_nonfinite,
-            selection=self.selection,
-            row_details=row_details,
-        )
-
-
-Progress = Callable[[int, int], None]
-"""Called as ``progress(rows_read, total_rows)`` after each batch."""
-
-
-def stream(
-    dump: DumpSpec,
-    update: Callable[[RaggedBatch], None] | Sequence[Callable[[RaggedBatch], None]],
-    progress: Progress | None,
-    row_details: bool = False,
-) -> DumpReader:
-    """Read the dump once, handing every batch to ``update`` (or to each of several, in order);
-    returns the exhausted reader.
-
-    ``row_details`` also reads each row's uid and position (for reports naming sequences).
-    """
-    consumers = [update] if callable(update) else list(update)
-    reader = dump.reader(row_details)
-    total = reader.total_rows
-    for batch in prefetch(reader.batches()):
-        for consume in consumers:
-            consume(batch)
-        if progress is not None:
-            progress(reader.rows_read, total)
-    return reader
 
 
 def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict[str, Any]:
@@ -114,20 +68,17 @@ def header(dialect: str) -> dict[str, Any]:
 def analyze_dump(
     dump: DumpSpec, options: AnalyzeOptions, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Read the dump once and return the ``rcdiag analyze`` JSON document (contract §4).
+    """Read the dump once and return the ``rcdiag analyze`` JSON document.
 
     Raises:
         InputError: unreadable input, or a dump (or step selection) without any valid token.
     """
-    analysis = OffPolicyAnalysis(options)
-    reader = stream(dump, analysis.update, progress)
-    return analysis_document(dump, reader, analysis)
+    return analysis_document(run(dump, Request(options), progress))
 
 
-def analysis_document(
-    dump: DumpSpec, reader: DumpReader, analysis: OffPolicyAnalysis
-) -> dict[str, Any]:
-    """The ``rcdiag analyze`` document of an analysis that has consumed the whole dump."""
+def analysis_document(done: Pass) -> dict[str, Any]:
+    """The ``rcdiag analyze`` document of a finished pass."""
+    dump, reader, analysis = done.dump, done.reader, done.analysis
     options = analysis.options
     source = source_info(dump, reader, analysis.stats)
     overall = analysis.overall()
@@ -211,31 +162,29 @@ def configuration_result(
 def compare_dump(
     dump: DumpSpec,
     configs: Sequence[NamedConfig],
-    dialect: str,
+    dialect: Dialect,
     sweep: Sweep | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Read the dump once and return the ``rcdiag compare-presets`` JSON document (contract §4).
+    """Read the dump once and return the ``rcdiag compare-presets`` JSON document.
 
     Sweep points, when asked for, are evaluated in the same pass and listed under ``sweep``.
     """
-    comparison = PresetComparison(configs, summary_only=sweep.configs if sweep else ())
-    reader = stream(dump, comparison.update, progress)
-    return comparison_document(dump, reader, comparison, dialect, configs, sweep)
+    request = Request(
+        AnalyzeOptions(dialect=dialect), configs, summary_only=sweep.configs if sweep else ()
+    )
+    return comparison_document(run(dump, request, progress), configs, sweep)
 
 
 def comparison_document(
-    dump: DumpSpec,
-    reader: DumpReader,
-    comparison: PresetComparison,
-    dialect: str,
-    configs: Sequence[NamedConfig],
-    sweep: Sweep | None = None,
+    done: Pass, configs: Sequence[NamedConfig], sweep: Sweep | None = None
 ) -> dict[str, Any]:
-    """The ``rcdiag compare-presets`` document of a comparison that has consumed the whole dump."""
-    source = source_info(dump, reader, comparison.base)
+    """The ``rcdiag compare-presets`` document of a finished pass."""
+    comparison = done.comparison
+    assert comparison is not None, "the pass compared no configuration"
+    source = source_info(done.dump, done.reader, comparison.base)
     document: dict[str, Any] = {
-        **header(dialect),
+        **header(done.analysis.options.dialect),
         "source": source,
         "presets": [configuration_result(comparison, c) for c in configs],
     }

@@ -26,14 +26,14 @@ from rcdiag.checks.defaults import default_rules
 from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
 from rcdiag.checks.rules import CheckSettings, parse_rule
 from rcdiag.commands.analyze import step_table
-from rcdiag.correction.compare import PresetComparison
-from rcdiag.io.reader import DumpReader
+from rcdiag.correction.compare import NamedConfig
 from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.pipeline import DumpSpec, Pass, Request, run
 from rcdiag.report.candidates import preset_configs
 from rcdiag.report.recommend import recommend
 from rcdiag.report.trends import trend_charts
 from rcdiag.report.verdict import verdict
-from rcdiag.results import DumpSpec, analysis_document, comparison_document, stream
+from rcdiag.results import analysis_document, comparison_document
 
 STEPS = 300
 """The shorter run of most stages; the longer has :data:`GROWTH` times as many steps."""
@@ -83,12 +83,10 @@ def long_run(steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class Run:
-    """A long run read once: its analysis, a comparison and what the stages consume."""
+    """A long run read once (the analysis and one preset) and what the stages consume."""
 
-    spec: DumpSpec
-    reader: DumpReader
-    analysis: OffPolicyAnalysis
-    comparison: PresetComparison
+    done: Pass
+    configs: list[NamedConfig]
     document: dict[str, Any]
     whole: RaggedBatch
     """Every step in one batch."""
@@ -100,9 +98,8 @@ def _run(directory: Path, steps: int) -> Run:
     rollout, old = long_run(steps)
     path = write_dump(directory / f"run{steps}.parquet", rollout, old, step=np.arange(steps))
     spec = DumpSpec([str(path)])
-    analysis = OffPolicyAnalysis()
-    comparison = PresetComparison(preset_configs("latest")[0][:1])
-    reader = stream(spec, [analysis.update, comparison.update], None)
+    configs = preset_configs("latest")[0][:1]
+    done = run(spec, Request(configs=configs))
     mask = np.ones(32, dtype=bool)
     whole = RaggedBatch(
         rollout.ravel(),
@@ -115,8 +112,8 @@ def _run(directory: Path, steps: int) -> Run:
         RaggedBatch(rollout[s], old[s], mask, np.array([0, 32]), np.array([s]))
         for s in range(steps // GROWTH)
     ]
-    document = analysis_document(spec, reader, analysis)
-    return Run(spec, reader, analysis, comparison, document, whole, one_per_step)
+    document = analysis_document(done)
+    return Run(done, configs, document, whole, one_per_step)
 
 
 @pytest.fixture(scope="module")
@@ -145,13 +142,8 @@ def _rise_rules(run: Run) -> Any:
 
 
 STAGES: dict[str, tuple[int, Callable[[Run], Any]]] = {
-    "analyze document": (STEPS, lambda r: analysis_document(r.spec, r.reader, r.analysis)),
-    "compare-presets document": (
-        STEPS,
-        lambda r: comparison_document(
-            r.spec, r.reader, r.comparison, "latest", list(r.comparison.configs.values())
-        ),
-    ),
+    "analyze document": (STEPS, lambda r: analysis_document(r.done)),
+    "compare-presets document": (STEPS, lambda r: comparison_document(r.done, r.configs)),
     "check rules (rise: Pettitt and median split)": (TREND_STEPS, _rise_rules),
     "terminal step table": (STEPS, lambda r: step_table(r.document["steps"])),
     "report trends, verdict and advice": (

@@ -1,11 +1,16 @@
-"""Terminal views shared by the commands: the diagnosis block and the status styles."""
+"""Terminal views shared by the commands: progress, input warnings, the diagnosis, status styles."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rcdiag.commands._common import shown, stdout
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from rcdiag.commands._common import shown, stderr, stdout
+from rcdiag.pipeline import Progress as RowsRead
+from rcdiag.results import empty_steps
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""
@@ -35,3 +40,48 @@ def show_diagnosis(diagnosis: Mapping[str, Any]) -> None:
             f"{shown(cause['summary'])}"
         )
         stdout.print(f"      [dim]→[/] {shown(cause['advice'])}")
+
+
+@contextlib.contextmanager
+def progress_bar(quiet: bool) -> Iterator[RowsRead]:
+    """A rows-read progress bar on a terminal's stderr (not with ``quiet``); yields its update."""
+    with Progress(
+        TextColumn("reading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+        disable=quiet or not stderr.is_terminal,  # logs get no bar (and no stray blank line)
+    ) as bar:
+        task = bar.add_task("read", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
+    """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
+    that cannot be log-probs."""
+    if quiet:
+        return
+    source = document["source"]
+    for s in empty_steps(document):
+        stderr.print(
+            f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
+            "(verl would raise on this batch); the other steps are analysed."
+        )
+    if source["dropped_nonfinite"]:
+        stderr.print(
+            f"[yellow]Note:[/] masked {source['dropped_nonfinite']} non-finite "
+            "log-probs at valid positions (--drop-nonfinite)."
+        )
+    if source.get("positive_log_probs"):
+        stderr.print(
+            f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
+            f"(first: {shown(source['first_positive_log_prob'])}); a log-probability "
+            "cannot be positive: are these logits, or the wrong columns?"
+        )

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions
@@ -27,17 +24,14 @@ from rcdiag.commands._common import (
     outputs,
     parse_dialect,
     reads_dump,
-    shown,
-    stderr,
     stdout,
     write_output,
     wrote,
 )
-from rcdiag.commands._terminal import show_diagnosis, status_text
+from rcdiag.commands._terminal import progress_bar, show_diagnosis, status_text, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
-from rcdiag.results import DumpSpec, analyze_dump, empty_steps
-from rcdiag.results import Progress as Progress_
+from rcdiag.results import DumpSpec, analyze_dump
 
 STEP_TABLE_ROWS = 40
 """Up to this many steps are listed one per row; beyond it, consecutive steps are grouped."""
@@ -94,27 +88,6 @@ def analyze(
             wrote(written["--html"], ": open it in a browser")
 
 
-@contextlib.contextmanager
-def progress_bar(quiet: bool) -> Iterator[Progress_]:
-    """A rows-read progress bar on a terminal's stderr (not with ``quiet``); yields its update."""
-    with Progress(
-        TextColumn("reading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("rows"),
-        TimeRemainingColumn(),
-        console=stderr,
-        transient=True,
-        disable=quiet or not stderr.is_terminal,  # logs get no bar (and no stray blank line)
-    ) as bar:
-        task = bar.add_task("read", total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield advance
-
-
 def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> dict[str, Any]:
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
@@ -137,30 +110,6 @@ def run_report_with_progress(
     document = analyze_part(full)
     warn_about_input(document, quiet)
     return document
-
-
-def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
-    """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
-    that cannot be log-probs."""
-    if quiet:
-        return
-    source = document["source"]
-    for s in empty_steps(document):
-        stderr.print(
-            f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
-            "(verl would raise on this batch); the other steps are analysed."
-        )
-    if source["dropped_nonfinite"]:
-        stderr.print(
-            f"[yellow]Note:[/] masked {source['dropped_nonfinite']} non-finite "
-            "log-probs at valid positions (--drop-nonfinite)."
-        )
-    if source.get("positive_log_probs"):
-        stderr.print(
-            f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
-            f"(first: {shown(source['first_positive_log_prob'])}); a log-probability "
-            "cannot be positive: are these logits, or the wrong columns?"
-        )
 
 
 def show(document: dict[str, Any]) -> None:

@@ -9,14 +9,13 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import baseline_document
 from rcdiag.checks.bootstrap import (
     BASELINE_STREAM,
     DEFAULT_REPLICATES,
     DEFAULT_SEED,
     MAX_REPLICATES,
-    PoissonBootstrap,
 )
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
 from rcdiag.commands._common import (
@@ -36,38 +35,12 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands.analyze import progress_bar, warn_about_input
-from rcdiag.correction.compare import PresetComparison
+from rcdiag.commands._terminal import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
-from rcdiag.io.reader import DumpReader
-from rcdiag.metrics.ragged import F64
-from rcdiag.results import DumpSpec, analysis_document, stream
-
-
-def analyze_with_bootstrap(
-    spec: DumpSpec,
-    options: AnalyzeOptions,
-    *,
-    seed: int,
-    replicates: int,
-    stream_id: int,
-    quiet: bool,
-    comparison: PresetComparison | None = None,
-) -> tuple[dict[str, Any], dict[str, F64], PresetComparison | None, DumpReader]:
-    """One pass over the dump: the analyze document, K bootstrap replicates of every overall
-    metric, and (when given) a preset comparison fed the same batches."""
-    analysis = OffPolicyAnalysis(options)
-    boot = PoissonBootstrap(replicates, seed, stream_id, options.effective_veto_threshold)
-    consumers = [analysis.update, boot.update]
-    if comparison is not None:
-        consumers.append(comparison.update)
-    with progress_bar(quiet) as advance:
-        reader = stream(spec, consumers, advance)
-    document = analysis_document(spec, reader, analysis)
-    warn_about_input(document, quiet)
-    return document, boot.replicate_metrics(options.legacy_veto), comparison, reader
+from rcdiag.pipeline import BootstrapRequest, Request, run
+from rcdiag.results import analysis_document
 
 
 @reads_dump
@@ -102,9 +75,13 @@ def baseline(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
         spec = dump_options.spec(paths)
-        analysis, reps, _, _ = analyze_with_bootstrap(
-            spec, options, seed=seed, replicates=replicates, stream_id=BASELINE_STREAM, quiet=quiet
-        )
+        request = Request(options, bootstrap=BootstrapRequest(replicates, seed, BASELINE_STREAM))
+        with progress_bar(quiet) as advance:
+            done = run(spec, request, advance)
+        analysis = analysis_document(done)
+        warn_about_input(analysis, quiet)
+        reps = done.replicates()
+        assert reps is not None
         document = baseline_document(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
         write_output(written["--output"], document)
     if quiet:

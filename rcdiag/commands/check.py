@@ -11,7 +11,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 from rich.table import Table
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import Baseline, check_compatible, parse_baseline
 from rcdiag.checks.bootstrap import CHECK_STREAM
 from rcdiag.checks.catalog import analysis_metric_names, preset_metric_names
@@ -53,16 +53,16 @@ from rcdiag.commands._common import (
     stdout,
     write_output,
 )
-from rcdiag.commands.analyze import progress_bar, warn_about_input
-from rcdiag.commands.baseline import analyze_with_bootstrap
-from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.commands._terminal import progress_bar, warn_about_input
+from rcdiag.correction.compare import NamedConfig
 from rcdiag.correction.loading import files_dialect, read_config_file, resolve_configs
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.ragged import F64
-from rcdiag.results import DumpSpec, analysis_document, comparison_document, stream
+from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
+from rcdiag.results import analysis_document, comparison_document
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
 
@@ -181,31 +181,18 @@ def read_once(
 
     Returns the analyze document, the compared configurations by name and the replicates.
     """
-    options, configs = plan.options, plan.configs
-    comparison = PresetComparison(configs) if configs else None
-    replicates = None
+    draws = None
     if bootstrap and baseline is not None:
-        analysis, replicates, comparison, reader = analyze_with_bootstrap(
-            spec,
-            options,
-            seed=baseline.seed,
-            replicates=baseline.replicates,
-            stream_id=CHECK_STREAM,
-            quiet=quiet,
-            comparison=comparison,
-        )
-    else:
-        only = OffPolicyAnalysis(options)
-        consumers = [only.update] + ([comparison.update] if comparison is not None else [])
-        with progress_bar(quiet) as advance:
-            reader = stream(spec, consumers, advance)
-        analysis = analysis_document(spec, reader, only)
-        warn_about_input(analysis, quiet)
+        draws = BootstrapRequest(baseline.replicates, baseline.seed, CHECK_STREAM)
+    with progress_bar(quiet) as advance:
+        done = run(spec, Request(plan.options, plan.configs, bootstrap=draws), advance)
+    analysis = analysis_document(done)
+    warn_about_input(analysis, quiet)
     presets: dict[str, Any] = {}
-    if comparison is not None:
-        document = comparison_document(spec, reader, comparison, options.dialect, configs)
+    if done.comparison is not None:
+        document = comparison_document(done, plan.configs)
         presets = {entry["name"]: entry for entry in document["presets"]}
-    return analysis, presets, replicates
+    return analysis, presets, done.replicates()
 
 
 @reads_dump

@@ -27,7 +27,7 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands.analyze import progress_bar, warn_about_input
+from rcdiag.commands._terminal import progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep

@@ -21,7 +21,7 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands.report import (
+from rcdiag.commands._report_document import (
     FromOption,
     OptionalPaths,
     TopOption,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,81 +16,20 @@ from rcdiag.commands._common import (
     VetoOption,
     cli_errors,
     outputs,
-    parse_dialect,
     reads_dump,
     stderr,
     stdout,
     write_output,
     wrote,
 )
-from rcdiag.commands.analyze import progress_bar, warn_about_input
-from rcdiag.dialects import DEFAULT_DIALECT
-from rcdiag.errors import UsageError
+from rcdiag.commands._report_document import (
+    FromOption,
+    OptionalPaths,
+    TopOption,
+    load_or_compute,
+)
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
-
-OptionalPaths = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Parquet files, globs or directories (read recursively); omit them with --from.",
-        show_default=False,
-    ),
-]
-FromOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--from",
-        help="Render from a results JSON (of rcdiag report --json, analyze --json or "
-        "compare-presets --json) instead of reading a dump.",
-    ),
-]
-TopOption = Annotated[
-    int, typer.Option("--top", min=0, help="Offending sequences listed per ranking.")
-]
-
-
-def load_or_compute(
-    paths: list[str] | None,
-    from_json: Path | None,
-    dialect: str | None,
-    veto_threshold: float | None,
-    top: int,
-    dump_options: DumpOptions,
-    quiet: bool,
-) -> dict[str, Any]:
-    """The report document: read from ``--from``, or computed from the dump in one pass."""
-    from rcdiag.report.run import (
-        ReportOptions,
-        build_report_document,
-        complete,
-        load_document,
-        malformed_results,
-    )
-
-    explicit = parse_dialect(dialect)
-    if from_json is not None:
-        if paths:
-            raise UsageError("give either dump paths or --from results.json, not both")
-        document = load_document(from_json)
-        if explicit is not None and explicit != document["dialect"]:
-            raise UsageError(
-                f"--dialect {explicit}: {from_json} holds results of the "
-                f"{document['dialect']} dialect; recompute them from the dump"
-            )
-        with malformed_results(from_json):
-            return complete(document)
-    if not paths:
-        raise UsageError(
-            "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
-        )
-    spec = dump_options.spec(paths)
-    options = ReportOptions(
-        dialect=explicit or DEFAULT_DIALECT, veto_threshold=veto_threshold, top_k=top
-    )
-    with progress_bar(quiet) as advance:
-        document = build_report_document(spec, options, advance)
-    warn_about_input(document, quiet)
-    return document
 
 
 def headline(document: dict[str, Any]) -> str:

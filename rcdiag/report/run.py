@@ -21,26 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.analysis import AnalyzeOptions
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import read_text_input
-from rcdiag.metrics.profile import DEFAULT_TOP_K, MismatchProfile
+from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.pipeline import DumpSpec, Progress, Request, run
 from rcdiag.report.candidates import candidate_sweeps, preset_configs
 from rcdiag.report.recommend import recommend
 from rcdiag.report.schema import check_shape
 from rcdiag.report.verdict import verdict
-from rcdiag.results import (
-    SCHEMA_VERSION,
-    DumpSpec,
-    Progress,
-    analysis_document,
-    configuration_result,
-    json_safe,
-    stream,
-)
+from rcdiag.results import SCHEMA_VERSION, analysis_document, configuration_result, json_safe
 
 ANALYZE_KEYS: tuple[str, ...] = (
     "schema_version",
@@ -89,17 +82,18 @@ def build_report_document(
         InputError: unreadable input, or a dump (or step selection) without any valid token.
     """
     options = options or ReportOptions()
-    analysis = OffPolicyAnalysis(options.analyze)
     presets, aliases = preset_configs(options.dialect)
     sweeps = candidate_sweeps(options.dialect)
-    comparison = PresetComparison(
-        presets, summary_only=[c for s in sweeps for c in s.configs], base=analysis.stats
+    request = Request(
+        options.analyze,
+        presets,
+        summary_only=[c for s in sweeps for c in s.configs],
+        profile_top_k=options.top_k,
     )
-    profile = MismatchProfile(options.top_k)
-
-    updates = [analysis.update, comparison.update, profile.update]
-    reader = stream(dump, updates, progress, row_details=True)
-    document = analysis_document(dump, reader, analysis)
+    done = run(dump, request, progress)
+    comparison, profile = done.comparison, done.profile
+    assert comparison is not None and profile is not None
+    document = analysis_document(done)
     document["options"]["top_k"] = options.top_k
     registry = PRESETS[options.dialect]
     document |= {
