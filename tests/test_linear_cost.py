@@ -22,6 +22,9 @@ import pytest
 
 from rcdiag import write_dump
 from rcdiag.analysis import OffPolicyAnalysis
+from rcdiag.assess.candidates import preset_configs
+from rcdiag.assess.recommend import recommend
+from rcdiag.assess.verdict import verdict
 from rcdiag.checks.defaults import default_rules
 from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
 from rcdiag.checks.rules import CheckSettings, parse_rule
@@ -29,10 +32,7 @@ from rcdiag.commands.analyze import step_table
 from rcdiag.correction.compare import NamedConfig
 from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.pipeline import DumpSpec, Pass, Request, run
-from rcdiag.report.candidates import preset_configs
-from rcdiag.report.recommend import recommend
 from rcdiag.report.trends import trend_charts
-from rcdiag.report.verdict import verdict
 from rcdiag.results import analysis_document, comparison_document
 
 STEPS = 300

@@ -13,15 +13,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from rcdiag.assess.candidates import MAX_K2_THRESHOLD, VETO_TAU
+from rcdiag.assess.findings import LIMITS, findings, trend
+from rcdiag.assess.recommend import RULES, Entries, Entry, choose_is_threshold, knee, recommend
+from rcdiag.assess.snippets import cli_overrides, matching_preset, python_call, verl_yaml
+from rcdiag.assess.verdict import verdict
 from rcdiag.cli import app
 from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
-from rcdiag.report.candidates import MAX_K2_THRESHOLD, VETO_TAU
-from rcdiag.report.findings import LIMITS, findings, trend
-from rcdiag.report.recommend import RULES, Entries, Entry, choose_is_threshold, knee, recommend
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
-from rcdiag.report.snippets import cli_overrides, matching_preset, python_call, verl_yaml
-from rcdiag.report.verdict import verdict
 from rcdiag.results import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -358,7 +358,7 @@ def test_glossary_and_chart_axes() -> None:
         "rcdiag.report.figures",
         "rcdiag.report.trends",
         "rcdiag.report.render",
-        "rcdiag.report.snippets",
+        "rcdiag.assess.snippets",
         "rcdiag.formatting",
     ],
 )

@@ -39,7 +39,7 @@ def _bullet(text: str, indent: int = 2) -> Text:
 
 def show(document: dict[str, Any]) -> None:
     """The recommendation on the terminal: verdict, findings, choices with reasons, config."""
-    from rcdiag.report.recommend import expected_text
+    from rcdiag.assess.recommend import expected_text
 
     source = document.get("source") or {}
     verdict = document.get("verdict") or {}

@@ -64,7 +64,7 @@ def report(
     configuration, in one page that opens offline in any browser.
     """
     with cli_errors(debug):
-        from rcdiag.report.recommend import UNMEASURED_LINE
+        from rcdiag.assess.recommend import UNMEASURED_LINE
         from rcdiag.report.render import write_html
         from rcdiag.report.run import malformed_results
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from rcdiag.assess.recommend import recommend, rule_table
+from rcdiag.assess.verdict import CSS_STATUS, verdict
 from rcdiag.formatting import count, pct, short
 from rcdiag.io.writer import atomic_write
 from rcdiag.report.figures import (
@@ -33,9 +35,7 @@ from rcdiag.report.figures import (
     rejection_sweep_charts,
     where_charts,
 )
-from rcdiag.report.recommend import recommend, rule_table
 from rcdiag.report.trends import steps_note, trend_charts
-from rcdiag.report.verdict import CSS_STATUS, verdict
 from rcdiag.results import json_safe
 
 TEMPLATES = Path(str(importlib.resources.files("rcdiag.templates")))

@@ -6,10 +6,10 @@ The document is a superset of the ``rcdiag analyze`` JSON (contract §4: ``sourc
 * ``presets`` — the compare-presets entries of every preset of the dialect (aliases with an identical
   configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
   kept (``rcdiag compare-presets --json`` has every per-step verl metric);
-* ``sweeps`` — the candidate sweeps of :mod:`rcdiag.report.candidates`, overall summaries per point;
+* ``sweeps`` — the candidate sweeps of :mod:`rcdiag.assess.candidates`, overall summaries per point;
 * ``profile`` — :class:`~rcdiag.metrics.profile.MismatchProfile` (where the mismatch lives);
-* ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.report.verdict`,
-  :mod:`rcdiag.report.recommend`), so ``rcdiag report --from`` re-renders without the dump.
+* ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.assess.verdict`,
+  :mod:`rcdiag.assess.recommend`), so ``rcdiag report --from`` re-renders without the dump.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions
+from rcdiag.assess.candidates import candidate_sweeps, preset_configs
+from rcdiag.assess.recommend import recommend
+from rcdiag.assess.verdict import verdict
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
@@ -29,10 +32,7 @@ from rcdiag.errors import UsageError
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.pipeline import DumpSpec, Progress, Request, run
-from rcdiag.report.candidates import candidate_sweeps, preset_configs
-from rcdiag.report.recommend import recommend
 from rcdiag.report.schema import check_shape
-from rcdiag.report.verdict import verdict
 from rcdiag.results import SCHEMA_VERSION, analysis_document, configuration_result, json_safe
 
 ANALYZE_KEYS: tuple[str, ...] = (

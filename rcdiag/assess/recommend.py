@@ -4,7 +4,7 @@ A pure function of a result document (:func:`recommend`), documented rule by rul
 ``docs/recommendation.md``. Three steps:
 
 1. **Rules** (:data:`RULES`, data): each is a condition on the
-   :class:`~rcdiag.report.findings.Findings` (limits in :data:`~rcdiag.report.findings.LIMITS`) and
+   :class:`~rcdiag.assess.findings.Findings` (limits in :data:`~rcdiag.assess.findings.LIMITS`) and
    what it does to the recommendation; the ones that fire are reported with their reason in plain words.
 2. **Composition** (:func:`recommend`): ``tiny`` alone → metrics only. Otherwise token-level truncated
    IS (C from the ``is`` sweep), plus a max criterion when ``catastrophic`` fires, plus geometric-mean
@@ -21,17 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.correction.presets import PRESETS
-from rcdiag.dialects import DEFAULT_DIALECT, Dialect
-from rcdiag.formatting import pct, short
-from rcdiag.report.candidates import (
+from rcdiag.assess.candidates import (
     MAX_K2_THRESHOLD,
     VETO_TAU,
     candidate_sweeps,
     max_threshold,
 )
-from rcdiag.report.findings import LIMITS, Findings, findings, tokens
-from rcdiag.report.snippets import (
+from rcdiag.assess.findings import LIMITS, Findings, findings, tokens
+from rcdiag.assess.snippets import (
     cli_overrides,
     describe,
     matching_preset,
@@ -39,7 +36,10 @@ from rcdiag.report.snippets import (
     short_name,
     verl_yaml,
 )
-from rcdiag.report.verdict import above_healthy
+from rcdiag.assess.verdict import above_healthy
+from rcdiag.correction.presets import PRESETS
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
+from rcdiag.formatting import pct, short
 
 MAX_CHOICES = 3
 UNMEASURED_NOTE = (

@@ -1,7 +1,7 @@
 """Healthy / watch / act: the verdict at the top of the report, with the numbers that decide it.
 
 A pure function of a result document (:func:`verdict`). Each :class:`Signal` is a condition on the
-:class:`~rcdiag.report.findings.Findings` with a status; the verdict is the most severe status among
+:class:`~rcdiag.assess.findings.Findings` with a status; the verdict is the most severe status among
 the signals that fire (``healthy`` when none does), headed by the first firing signal in
 :data:`SIGNALS` order. Each signal names the one or two metrics that decide it, shown on a gauge of
 the published ranges of the metric registry (:mod:`rcdiag.assess.registry`).
@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rcdiag.assess.findings import LIMITS, Findings, findings, tokens
 from rcdiag.assess.registry import REGISTRY
 from rcdiag.formatting import pct, short
-from rcdiag.report.findings import LIMITS, Findings, findings, tokens
 
 Status = Literal["healthy", "watch", "act"]
 
