@@ -503,6 +503,7 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
             "css": status or "none",
             "gauges": [_gauge_view(g) for g in the_verdict.get("deciding") or []],
         },
+        "causes": (document.get("diagnosis") or {}).get("causes") or [],
         "recommendation": recommendation,
         "primary": choices[0] if choices else None,
         "alternatives": choices[1:],
