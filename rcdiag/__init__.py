@@ -7,6 +7,9 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+SCHEMA_VERSION = 2
+"""Version of the JSON documents rcdiag writes (docs/report.md, "Results JSON")."""
+
 __all__ = ["__version__", "write_dump"]
 
 

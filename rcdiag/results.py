@@ -12,21 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from rcdiag import __version__
+from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis, StepResult
 from rcdiag.assess.diagnosis import Diagnosis, diagnose
 from rcdiag.assess.observations import Observations
 from rcdiag.assess.registry import MetricStatus, judge
-from rcdiag.checks.trend import detect_trend
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.grouped import GroupedStats
+from rcdiag.metrics.trend import detect_trend
 from rcdiag.pipeline import DumpSpec, Pass, Progress, Request, run
-
-SCHEMA_VERSION = 2
 
 
 def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from rcdiag.checks.bootstrap import PoissonBootstrap, poisson_weights, stream_ke
 from rcdiag.checks.evaluate import CheckInputs, check_document, evaluate_rules, passed
 from rcdiag.checks.outputs import junit_xml, markdown
 from rcdiag.checks.rules import CheckSettings, parse_rule
-from rcdiag.checks.trend import (
+from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.metrics.trend import (
     MIN_TREND_STEPS,
     NO_TREND,
     detect_trend,
@@ -23,7 +24,6 @@ from rcdiag.checks.trend import (
     median_split,
     pettitt,
 )
-from rcdiag.metrics.ragged import RaggedBatch
 
 # ---------------------------------------------------------------- slope and trend
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rcdiag.assess.registry import REGISTRY, Status
-from rcdiag.checks.trend import Trend
+from rcdiag.metrics.trend import Trend
 
 LIMITS: dict[str, float] = {
     "positive_share": 0.01,
@@ -69,7 +69,7 @@ class Observations:
         overall: the overall metrics (``rollout_corr/…``, ``rcdiag/…``).
         totals: the summed row and evidence statistics of the whole dump.
         step_evidence: per step (in step order), the summed evidence statistics.
-        k3_trend: the change-point test on per-step k3_kl (:func:`rcdiag.checks.trend.detect_trend`).
+        k3_trend: the change-point test on per-step k3_kl (:func:`rcdiag.metrics.trend.detect_trend`).
         recent_k3_kl: median k3_kl over the last quarter of the steps (None with one step).
         lags: the mismatch per policy lag, when the dump records it.
         positive_log_probs: valid positions where a column holds a log-prob > 0.01.

@@ -20,13 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from rcdiag import __version__
+from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.checks.bootstrap import bootstrapped, difference_interval
 from rcdiag.checks.rules import Direction
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.metrics.ragged import F64
-from rcdiag.results import SCHEMA_VERSION
 
 BASELINE_KIND = "rcdiag-baseline"
 """The ``kind`` field of a baseline document (an analyze JSON is not a baseline)."""

@@ -17,9 +17,9 @@ import numpy as np
 
 from rcdiag.checks.baseline import Baseline, Drift, compare
 from rcdiag.checks.rules import Bound, CheckSettings, Rule, Severity
-from rcdiag.checks.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
 from rcdiag.formatting import fmt
 from rcdiag.metrics.ragged import F64
+from rcdiag.metrics.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
 
 Status = Literal["pass", "fail", "warn", "skipped"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skipped")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rcdiag import SCHEMA_VERSION
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.assess.recommend import recommend
@@ -33,7 +34,7 @@ from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.pipeline import DumpSpec, Progress, Request, run
 from rcdiag.report.schema import check_shape
-from rcdiag.results import SCHEMA_VERSION, analysis_document, configuration_result, json_safe
+from rcdiag.results import analysis_document, configuration_result, json_safe
 
 ANALYZE_KEYS: tuple[str, ...] = (
     "schema_version",
