@@ -278,6 +278,15 @@ class Weights:
     row_log_ratio: F64 | None  # S_i at sequence level
 
 
+def raw_weights(view: TokenView, level: str) -> F64:
+    """R of every valid token (0 elsewhere): exp(clamp ℓ) at token level, exp(clamp S_i) broadcast
+    over the row at sequence level; shared by every configuration of that level."""
+    if level == "token":
+        return np.where(view.mask, np.exp(view.clamped), 0.0)
+    row_weight = np.exp(np.clip(view.seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
+    return np.where(view.mask, view.broadcast(row_weight), 0.0)
+
+
 @dataclass(frozen=True)
 class Importance(Component):
     """IS weights of one level and band; metrics from W (latest) or R (legacy)."""
@@ -304,13 +313,8 @@ class Importance(Component):
 
     def _weights(self, view: TokenView) -> Weights:
         plan = self.plan
-        if plan.level == "token":
-            row = None
-            raw = np.where(view.mask, np.exp(view.clamped), 0.0)
-        else:
-            row = view.seq_sum
-            row_weight = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
-            raw = np.where(view.mask, view.broadcast(row_weight), 0.0)
+        row = None if plan.level == "token" else view.seq_sum
+        raw = view.memo(("raw_weights", plan.level), lambda: raw_weights(view, plan.level))
         if plan.icepop:
             applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
         else:
@@ -507,7 +511,7 @@ class LegacyRejectionRule(Component):
         """Token ratio (0 where invalid) and, for sequence/geometric, the per-row log-ratio."""
         level = self.rule.level
         if level == "token":
-            return np.where(view.mask, np.exp(view.clamped), 0.0), None
+            return view.memo(("raw_weights", "token"), lambda: raw_weights(view, "token")), None
         row = view.seq_sum if level == "sequence" else view.row_mean(view.log_ratio)
         ratio = view.broadcast(np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND)))
         return np.where(view.mask, ratio, 0.0), row
