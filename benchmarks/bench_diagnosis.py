@@ -18,21 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from planted import VARIANTS, write_planted  # noqa: E402
+from planted import CAUSES, VARIANTS, write_planted  # noqa: E402
 
 from rcdiag.analysis import AnalyzeOptions  # noqa: E402
 from rcdiag.results import DumpSpec, analyze_dump  # noqa: E402
 
-EXPECTED = {
-    "clean": None,
-    "processed": "processed_logprobs",
-    "temperature": "temperature_mismatch",
-    "offset": "misaligned_tokens",
-    "swapped": "swapped_columns",
-    "identical": "identical_columns",
-    "logits": "logits_not_logprobs",
-    "stale": "stale_policy",
-}
 NOISES = (0.01, 0.05, 0.1, 0.3)
 
 
@@ -57,7 +47,7 @@ def main() -> None:
                 )
                 found = diagnosis(path)["causes"]
                 bugs = [c["id"] for c in found if c["kind"] == "dump_bug"]
-                want = EXPECTED[variant]
+                want = CAUSES[variant]
                 right += (not bugs) if want is None else want in [c["id"] for c in found]
                 wrong += any(b != want for b in bugs)
             cells.append(f"{right}/{args.seeds}" + (f" ({wrong} wrong)" if wrong else ""))

@@ -30,16 +30,18 @@ LOGIT_SCALE = 2.5
 TOP_P = 0.9
 TEMPERATURE = 0.7
 DRIFT = 0.4
-VARIANTS = (
-    "clean",
-    "processed",
-    "temperature",
-    "offset",
-    "swapped",
-    "identical",
-    "logits",
-    "stale",
-)
+CAUSES: dict[str, str | None] = {
+    "clean": None,
+    "processed": "processed_logprobs",
+    "temperature": "temperature_mismatch",
+    "offset": "misaligned_tokens",
+    "swapped": "swapped_columns",
+    "identical": "identical_columns",
+    "logits": "logits_not_logprobs",
+    "stale": "stale_policy",
+}
+"""Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
+VARIANTS = tuple(CAUSES)
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:

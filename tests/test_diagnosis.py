@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planted import write_planted
+from planted import CAUSES, write_planted
 from typer.testing import CliRunner
 
 from rcdiag.analysis import AnalyzeOptions
@@ -21,17 +21,6 @@ from rcdiag.results import DumpSpec, analyze_dump
 
 MODEL = Path(__file__).resolve().parent.parent / "sample_data" / "model"
 
-PLANTED: dict[str, str | None] = {
-    "clean": None,
-    "processed": "processed_logprobs",
-    "temperature": "temperature_mismatch",
-    "offset": "misaligned_tokens",
-    "swapped": "swapped_columns",
-    "identical": "identical_columns",
-    "logits": "logits_not_logprobs",
-    "stale": "stale_policy",
-}
-
 
 def diagnosis_of(path: Path) -> dict[str, Any]:
     return analyze_dump(DumpSpec([path]), AnalyzeOptions())["diagnosis"]
@@ -42,11 +31,11 @@ def dump_bugs(diagnosis: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", [11, 12])
-@pytest.mark.parametrize("variant", list(PLANTED))
+@pytest.mark.parametrize("variant", list(CAUSES))
 def test_planted_causes_are_named(tmp_path: Path, variant: str, seed: int) -> None:
     """σ = 0.3 of logit noise: large enough for even a swap to show in kl."""
     diagnosis = diagnosis_of(write_planted(tmp_path / variant, variant, seed, noise=0.3))
-    expected = PLANTED[variant]
+    expected = CAUSES[variant]
     ids = [c["id"] for c in diagnosis["causes"]]
     if expected is None:
         assert dump_bugs(diagnosis) == []
