@@ -1,4 +1,4 @@
-"""Streaming analysis of a dump: one pass, per-step and overall metrics (contract §3).
+"""Streaming analysis of a dump: one pass, per-step and overall metrics (docs/metrics.md).
 
 Pure: consumes :class:`~rcdiag.metrics.ragged.RaggedBatch` es, returns numbers; reading files and
 printing happen elsewhere.

@@ -1,4 +1,4 @@
-"""The two verl dialects rcdiag speaks (contract §1)."""
+"""The two verl dialects rcdiag speaks (docs/presets.md)."""
 
 from __future__ import annotations
 

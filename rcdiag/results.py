@@ -134,7 +134,7 @@ def assess(
 def configuration_result(
     comparison: PresetComparison, named: NamedConfig, per_step_metrics: bool = True
 ) -> dict[str, Any]:
-    """One entry of a compare-presets document's ``presets`` (contract §4); without
+    """One entry of a compare-presets document's ``presets`` (docs/report.md); without
     ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller documents)."""
     steps = comparison.steps()
     step_summaries = [(s, comparison.summary(named.name, s)) for s in steps]
@@ -202,7 +202,7 @@ def comparison_document(
 
 
 def json_safe(value: Any) -> Any:
-    """NaN and ±inf become ``null`` (contract §4); containers are converted recursively."""
+    """NaN and ±inf become ``null`` (docs/report.md); containers are converted recursively."""
     if isinstance(value, float):
         return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
     if isinstance(value, dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,15 @@ def test_docs_list_every_band_and_every_cause() -> None:
             assert record.limit_text(band).replace("|", "\\|") in row, record.name
     for detector in DETECTORS:
         assert f"| `{detector.id}` |" in diagnosis, detector.id
+
+
+def test_code_and_docs_point_only_inside_the_repository() -> None:
+    root = Path(__file__).resolve().parent.parent
+    outside = ("spec §", "contract §", "shared/spec", "verl_rollout_correction.md", "contract.md")
+    files = [*root.joinpath("rcdiag").rglob("*.py"), *root.joinpath("docs").glob("*.md")]
+    for path in [*files, root / "README.md"]:
+        text = path.read_text()
+        assert not [w for w in outside if w in text], path
+    for path in root.joinpath("rcdiag").rglob("*.py"):
+        for cited in set(re.findall(r"docs/[a-z_]+\.md", path.read_text())):
+            assert (root / cited).exists(), (path, cited)

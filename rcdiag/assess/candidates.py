@@ -28,10 +28,10 @@ TOKEN_TIS: dict[str, Any] = {"rollout_is": "token", "rollout_is_threshold": 2.0}
 """verl's default token-level truncated IS (``decoupled_token_is()``)."""
 
 VETO_TAU = 1e-4
-"""τ of verl's legacy veto: a token with π_train/π_rollout < τ is catastrophic (spec §4.3)."""
+"""τ of verl's legacy veto: a token with π_train/π_rollout < τ is catastrophic (docs/correction.md)."""
 MAX_K2_THRESHOLD = 42.4
 """h of ``seq_max_k2`` equivalent to the veto: ½(ln 10⁻⁴)² ≈ 42.41, i.e. reject a sequence holding a
-token with |ℓ| > 9.21 (two-sided, spec §4.3)."""
+token with |ℓ| > 9.21 (two-sided, docs/correction.md)."""
 VETO_GRID = ("1e-06", "1e-05", "0.0001", "0.001", "0.01")
 
 

@@ -2,7 +2,7 @@
 
 The YAML is the complete ``algorithm.rollout_correction`` block of the dialect (every key written, so
 nothing depends on verl's defaults — the dataclass default ``rollout_is`` is ``"sequence"`` while the
-YAML default is null, spec §5) plus the ``calculate_log_probs`` switch the correction needs. The Python
+YAML default is null) plus the ``calculate_log_probs`` switch the correction needs. The Python
 call is the preset classmethod with its arguments when the configuration is one, else the constructor.
 """
 
@@ -72,7 +72,7 @@ PRESET_PARAMETERS: dict[Dialect, dict[str, tuple[tuple[str, str], ...]]] = {
         "disabled": (),
     },
 }
-"""Classmethod arguments of the presets rcdiag may recommend: argument name → verl key (spec §5).
+"""Classmethod arguments of the presets rcdiag may recommend: argument name → verl key (docs/presets.md).
 
 The IcePop presets take ``threshold`` and ``threshold_lower`` and are handled apart (one key holds
 both bounds as ``"lo_hi"``).
@@ -229,7 +229,7 @@ def _criterion_words(option: str, threshold: str) -> str:
         else:
             hi = float(threshold)
             lo = 1.0 / hi
-        # the k1 statistic is −log ρ: the bounds act on π_rollout/π_train (spec §4.1)
+        # the k1 statistic is −log ρ: the bounds act on π_rollout/π_train (docs/correction.md)
         band = f"[{_bound(1.0 / hi)}, {_bound(1.0 / lo)}]"
         what = {
             "token_k1": "tokens whose ratio π_train/π_rollout",

@@ -32,7 +32,7 @@ class CheckInputs:
     """Everything rules are evaluated against.
 
     Args:
-        analysis: the analyze document (contract §4) of the current dump.
+        analysis: the analyze document (docs/report.md) of the current dump.
         presets: configuration name → its entry of the compare-presets document (``overall``,
             ``steps``), for the configurations the rules name.
         replicates: bootstrap replicates of the current dump's overall metrics (for baseline rules).

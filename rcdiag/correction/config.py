@@ -1,4 +1,4 @@
-"""Rollout-correction configurations: verl's keys, parsed and validated with verl's meaning (spec §6).
+"""Rollout-correction configurations: verl's keys, parsed and validated with verl's meaning (docs/presets.md).
 
 A configuration is a mapping of verl's ``RolloutCorrectionConfig`` keys. :func:`parse_config` turns
 it into a :class:`CorrectionPlan` (what to compute) or raises :class:`ConfigError` with the message
@@ -33,7 +33,7 @@ RS_OPTIONS: tuple[str, ...] = (
     "seq_max_k2",
     "seq_max_k3",
 )
-"""The 11 rejection criteria of the latest dialect (spec §4.1); there is no ``seq_max_k1``."""
+"""The 11 rejection criteria of the latest dialect (docs/correction.md); there is no ``seq_max_k1``."""
 
 LEGACY_RS_LEVELS: tuple[str, ...] = ("token", "sequence", "geometric")
 
@@ -76,7 +76,7 @@ class ISPlan:
 
 @dataclass(frozen=True)
 class Criterion:
-    """One latest-dialect rejection criterion (spec §4.1) with its parsed bounds (lo unused for k2/k3)."""
+    """A latest-dialect rejection criterion (docs/correction.md), bounds parsed (lo unused for k2/k3)."""
 
     option: str
     lo: float
@@ -94,7 +94,7 @@ class Criterion:
 
 @dataclass(frozen=True)
 class LegacyRejection:
-    """Legacy (SEED) rejection on ρ itself: keep when lower ≤ ratio ≤ upper (spec §4.2)."""
+    """Legacy (SEED) rejection on ρ itself: keep when lower ≤ ratio ≤ upper (docs/correction.md)."""
 
     level: RSLevel
     lower: float
@@ -113,7 +113,7 @@ class CorrectionPlan:
 
 
 def detect_dialect(config: Mapping[str, Any]) -> Dialect | None:
-    """The dialect a configuration's keys and values imply, or None when they fit both (contract §1).
+    """The dialect a configuration's keys and values imply, or None when they fit both (docs/presets.md).
 
     Raises:
         ConfigError: the configuration mixes keys of both dialects.
@@ -195,7 +195,7 @@ def _check_values(config: Mapping[str, Any]) -> None:
 
 
 def parse_is_threshold(value: Any, dialect: Dialect) -> tuple[float, float, bool]:
-    """(lo, hi, icepop) from ``rollout_is_threshold`` (spec §3).
+    """(lo, hi, icepop) from ``rollout_is_threshold`` (docs/correction.md).
 
     Latest: a number C → TIS (lo = 1/C); a string "C" → TIS; "lo_hi" → IcePop. Legacy: a number only.
     """
@@ -239,7 +239,7 @@ def parse_is_threshold(value: Any, dialect: Dialect) -> tuple[float, float, bool
 
 
 def parse_criteria(rollout_rs: Any, threshold: Any) -> tuple[Criterion, ...]:
-    """The latest dialect's comma lists of criteria and thresholds (spec §4.1)."""
+    """The latest dialect's comma lists of criteria and thresholds (docs/correction.md)."""
     if not isinstance(rollout_rs, str):
         raise ConfigError(
             f"rollout_rs must be a string such as 'token_k1,seq_max_k2', got {rollout_rs!r}"
@@ -303,7 +303,7 @@ def parse_config(config: Mapping[str, Any], dialect: Dialect) -> CorrectionPlan:
     """Validate ``config`` as verl's helper would and return what it computes.
 
     Raises:
-        ConfigError: for every configuration verl rejects (spec §6), and for unknown keys.
+        ConfigError: for every configuration verl rejects (docs/presets.md), and for unknown keys.
     """
     _check_keys(config, dialect)
     _check_values(config)

@@ -1,4 +1,4 @@
-"""The correction engine: IS weights, rejection masks and every metric verl logs for them (spec §3–§4).
+"""The correction engine: IS weights, rejection masks and the metrics verl logs (docs/correction.md).
 
 Pure functions of one :class:`~rcdiag.metrics.ragged.RaggedBatch`. :class:`TokenView` caches what all
 configurations share (ℓ, its clamp, row sums), so comparing many presets costs one pass each over the
@@ -201,7 +201,7 @@ def weight_row_stats(
     lo: float,
     hi: float,
 ) -> RowStats:
-    """Statistics of spec §3.1's table for token weights ``measured`` (W or R) and raw weights R.
+    """The IS-metric statistics (docs/correction.md) of token weights ``measured`` (W or R), raw R.
 
     ``band`` is the clamped weight x used by std and ESS; ``row_log_ratio`` the per-row log weight
     for sequence-level max/min/fractions (None at token level). All token arrays are 0 where invalid.
@@ -233,7 +233,7 @@ def weight_row_stats(
 
 
 def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
-    """The 14 weight metrics under ``prefix`` (e.g. ``rollout_corr/rollout_is_``), spec §3.1."""
+    """The 14 weight metrics under ``prefix`` (e.g. ``rollout_corr/rollout_is_``), docs/correction.md."""
     rows = get("rows")
     pooled = get("valid_tokens")
     band_n, band_mean = get("band.n"), get("band.mean")
@@ -266,7 +266,7 @@ def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
 
 
 # ----------------------------------------------------------------------------------------------
-# Importance sampling (spec §3)
+# Importance sampling (docs/correction.md)
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ class Importance(Component):
     }
 
     def weights(self, view: TokenView) -> Weights:
-        """R and W before batch normalisation (spec §3 steps 1–2)."""
+        """R and W before batch normalisation (docs/correction.md, 'Importance sampling', steps 1–2)."""
         return view.memo(self.weights_key, lambda: self._weights(view))
 
     @property
@@ -335,7 +335,7 @@ class Importance(Component):
         return stats
 
     def batch_norm_factor(self, get: Getter) -> float:
-        """μ of spec §3 step 5, or 1.0 when μ ≤ 1e-8 (weights then left unchanged)."""
+        """The batch-normalisation μ (docs/correction.md), or 1.0 when μ ≤ 1e-8 (weights unchanged)."""
         if self.plan.level == "token":
             mu = get("applied_sum") / get("valid_tokens")
         else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
@@ -354,7 +354,7 @@ class Importance(Component):
 
 
 # ----------------------------------------------------------------------------------------------
-# Rejection, latest dialect (spec §4.1)
+# Rejection, latest dialect (docs/correction.md)
 
 
 def divergence(view: TokenView, name: str) -> F64:
@@ -491,7 +491,7 @@ class Rejection(Component):
 
 
 # ----------------------------------------------------------------------------------------------
-# Rejection and veto, legacy dialect (spec §4.2, §4.3)
+# Rejection and veto, legacy dialect (docs/correction.md)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""verl's rollout-correction presets, as data: one registry per dialect (spec §5, contract §1).
+"""verl's rollout-correction presets, as data: one registry per dialect (docs/presets.md).
 
 Each preset is the mapping of verl keys its classmethod produces with default arguments, plus one line
 of purpose. ``latest`` holds the 19 presets of verl at 1dda039; ``legacy`` the PR #4070 names and the

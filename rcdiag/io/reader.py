@@ -1,6 +1,6 @@
 """Streaming dump reader: discovery, column resolution, validation, conversion to ragged batches.
 
-A dump is one or more parquet files (contract §2): files, globs or directories (searched recursively;
+A dump is one or more parquet files (README.md): files, globs or directories (searched recursively;
 a ``step=N`` directory supplies the step when no step column exists). Files are read in record batches
 of about ``batch_tokens`` tokens with bounded read buffers, so memory does not grow with the dump.
 Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file, row, step and column.
@@ -39,7 +39,7 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "uid": ("uid",),
     "lag": ("policy_lag",),
 }
-"""Column names tried in order for each role when the user names none (contract §2)."""
+"""Column names tried in order for each role when the user names none (README.md)."""
 
 POSITIVE_LOG_PROB = 0.01
 """A log-prob above this is no log-prob (logits, or a column holding something else): warned about."""

@@ -1,6 +1,6 @@
-"""verl's off-policy diagnostic metrics (spec §2) plus rcdiag's own mismatch diagnostics.
+"""verl's off-policy diagnostic metrics (docs/metrics.md) plus rcdiag's own mismatch diagnostics.
 
-Notation (spec §1): per token ℓ = log π_train − log π_rollout (``old − rollout``), ρ = exp ℓ, valid
+Notation (docs/metrics.md): per token ℓ = log π_train − log π_rollout (``old − rollout``), ρ = exp ℓ, valid
 tokens are those with mask ≠ 0. Per row i: n_i valid tokens, S_i = Σ_valid ℓ, a_i / b_i = masked mean of
 the training / rollout log-probs (Σ / n_i, and 0 for an empty row), d_i = b_i − a_i. "Pooled" means
 Σ over all valid tokens of the batch divided by V = Σ n_i. verl writes these divisors as Σm + 1e-8,
@@ -23,12 +23,12 @@ from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.ragged import F64, RaggedBatch, segment_max, segment_sum
 
 SAFETY_BOUND = 20.0
-"""verl clamps log ratios to [−20, 20] before exponentiating them (spec §1)."""
+"""verl clamps log ratios to [−20, 20] before exponentiating them (docs/metrics.md)."""
 
 _LN2 = float(np.log(2.0))
 
 DEFAULT_VETO_THRESHOLD = 1e-4
-"""τ of verl's legacy geometric presets: a token with ρ < τ is catastrophic (spec §4.3)."""
+"""τ of verl's legacy geometric presets: a token with ρ < τ is catastrophic (docs/correction.md)."""
 
 LOG_RATIO_QUANTILES: dict[str, float] = {
     "p0.1": 0.001,
@@ -59,7 +59,7 @@ LEGACY_VETO_METRICS: tuple[str, ...] = (
     "rollout_corr/rollout_is_veto_fraction",
     "rollout_corr/rollout_is_catastrophic_token_fraction",
 )
-"""Logged by verl in the legacy dialect whether or not the veto is enabled (spec §4.3)."""
+"""Logged by verl in the legacy dialect whether or not the veto is enabled (docs/correction.md)."""
 
 RCDIAG_METRICS: tuple[str, ...] = (
     "rcdiag/veto_fraction",
@@ -125,7 +125,7 @@ def row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) ->
     Args:
         batch: the rows.
         log_ratio: :func:`masked_log_ratio` of ``batch`` (passed in so callers compute it once).
-        veto_threshold: τ; a valid token with ℓ < log τ is catastrophic (spec §4.3, no clamp).
+        veto_threshold: τ; a valid token with ℓ < log τ is catastrophic (docs/correction.md, no clamp).
 
     Every token function used below is 0 at ℓ = 0, so invalid positions (where ℓ was set to 0) add
     nothing to the token sums; the ones that are not (weights, band and veto counts) are masked.
@@ -233,10 +233,10 @@ def offpolicy_metrics(
         \\chi^2_{token} = \\frac{\\sum_{valid} e^{2\\,\\mathrm{clamp}(\\ell)}}{V} - 1,\\quad
         \\chi^2_{seq} = \\frac{1}{B}\\sum_i e^{2\\,\\mathrm{clamp}(S_i)} - 1
 
-    and likewise for every name of :data:`VERL_OFFPOLICY_METRICS` (spec §2). rcdiag's own metrics:
+    and likewise for every name of :data:`VERL_OFFPOLICY_METRICS` (docs/metrics.md). rcdiag's own metrics:
     Kish ESS fraction (Σw)² / (N·Σw²) of the token weights w = exp(clamp ℓ) over the V valid tokens
     (``ess_token``) and of the sequence weights exp(clamp S_i) over the rows with a valid token
-    (``ess_seq``); veto and catastrophic fractions as in spec §4.3; |ℓ| mean and max; the share of
+    (``ess_seq``); veto and catastrophic fractions as in docs/correction.md; |ℓ| mean and max; the share of
     valid tokens with ρ outside [0.9, 1.1] and [0.5, 2]; valid tokens per row (mean over all rows, max).
 
     Args:

@@ -2,7 +2,7 @@
 
 A batch of B responses is stored flat: token arrays of length N = Σ lengths, and ``offsets`` of length
 B + 1 with row i occupying ``[offsets[i], offsets[i+1])``. No padding is ever materialised, so padding
-width cannot change a value (spec §1).
+width cannot change a value (docs/metrics.md).
 """
 
 from __future__ import annotations

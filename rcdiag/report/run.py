@@ -1,6 +1,6 @@
 """One pass over a dump → the report document: analyze + compare-presets + profile + verdict + advice.
 
-The document is a superset of the ``rcdiag analyze`` JSON (contract §4: ``source``, ``overall``,
+The document is a superset of the ``rcdiag analyze`` JSON (docs/report.md: ``source``, ``overall``,
 ``steps``, ``checks``) with
 
 * ``presets`` — the compare-presets entries of every preset of the dialect (aliases with an identical
@@ -47,7 +47,7 @@ ANALYZE_KEYS: tuple[str, ...] = (
     "checks",
     "diagnosis",
 )
-"""The keys of a report document that form the ``rcdiag analyze`` document (contract §4)."""
+"""The keys of a report document that form the ``rcdiag analyze`` document (docs/report.md)."""
 
 
 @dataclass(frozen=True)
