@@ -1,11 +1,11 @@
-"""A slow, deliberately naive reference for the off-policy metrics, written from the spec alone.
+"""A slow, deliberately naive reference for the off-policy metrics, written from the formulas in docs/ alone.
 
 It shares no code with ``rcdiag``: it works on PADDED arrays ``[B, T]`` (rollout, old, mask with mask
-values 0/1), exactly the layout verl's helper receives, and follows the spec
-(``verl_rollout_correction.md`` §1, §2, §4.3; ``contract.md`` §3) line by line with explicit Python
+values 0/1), exactly the layout verl's helper receives, and follows the formulas
+(docs/metrics.md and docs/correction.md) line by line with explicit Python
 loops over rows and tokens. Speed is irrelevant; every number is meant to be checkable by eye.
 
-Conventions copied from verl (spec §1):
+Conventions copied from verl (docs/metrics.md):
 
 * ℓ = old − rollout; ρ = exp(ℓ).
 * masked_sum(x, m) = Σ (x where m ≠ 0 else 0) · m — values under m = 0 (even NaN / inf) are ignored.
@@ -41,7 +41,7 @@ BOUND = 20.0
 """verl's SAFETY_BOUND."""
 
 DEFAULT_TAU = 1e-4
-"""rcdiag's default veto threshold for its own ``rcdiag/veto_fraction`` (spec §4.3)."""
+"""rcdiag's default veto threshold for its own ``rcdiag/veto_fraction`` (docs/correction.md)."""
 
 QUANTILES: dict[str, float] = {
     "p0.1": 0.001,
@@ -156,12 +156,12 @@ def reference_metrics(
     dialect: str = "latest",
     veto_threshold: float | None = None,
 ) -> dict[str, float | None]:
-    """Every non-quantile metric of one batch, straight from the spec.
+    """Every non-quantile metric of one batch, straight from the formulas in docs/.
 
     Args:
         rollout, old, mask: padded ``[B, T]`` arrays; mask holds 0/1.
         dialect: ``"latest"`` (no verl veto metrics) or ``"legacy"`` (adds the two veto metrics of
-            spec §4.3, 0.0 when ``veto_threshold`` is None).
+            docs/correction.md, 0.0 when ``veto_threshold`` is None).
         veto_threshold: τ. rcdiag's own veto metrics use τ, or 1e-4 when None.
 
     Returns:
@@ -179,7 +179,7 @@ def reference_metrics(
 
     pooled_den = denominator(total_valid)  # verl's pooled masked_mean denominator
 
-    # ---- per-row quantities (spec §1): n_i, S_i, a_i, b_i, d_i -------------------------------
+    # ---- per-row quantities (docs/metrics.md): n_i, S_i, a_i, b_i, d_i -------------------------------
     n = [len(ells) for _, _, ells in rows]
     seq_sum = [math.fsum(ells) for _, _, ells in rows]  # S_i, 0 for an empty row
     a = [math.fsum(olds) / denominator(len(olds)) for olds, _, _ in rows]  # 0 for an empty row
@@ -190,7 +190,7 @@ def reference_metrics(
 
     out: dict[str, float | None] = {}
 
-    # ---- verl's 13 off-policy metrics (spec §2) ------------------------------------------------
+    # ---- verl's 13 off-policy metrics (docs/metrics.md) ------------------------------------------------
     out["rollout_corr/training_ppl"] = math.fsum(math.exp(-x) for x in a) / batch
     out["rollout_corr/training_log_ppl"] = math.fsum(-x for x in a) / batch
     # kl = pooled masked mean of (rollout − old) = −ℓ, raw (not clamped)
@@ -215,7 +215,7 @@ def reference_metrics(
         math.fsum(math.exp(2.0 * _clamp(s)) - 1.0 for s in seq_sum) / batch
     )
 
-    # ---- veto (spec §4.3): catastrophic = valid token with raw ℓ < log τ ------------------------
+    # ---- veto (docs/correction.md): catastrophic = valid token with raw ℓ < log τ ------------------------
     def veto_counts(tau: float) -> tuple[int, int]:
         log_tau = math.log(tau)
         catastrophic_tokens = 0

@@ -1,22 +1,22 @@
-"""A slow, deliberately naive reference for verl's rollout-correction helper, written from the spec alone.
+"""A slow, deliberately naive reference for verl's rollout-correction helper, from docs/ alone.
 
 It is the oracle rcdiag's correction engine is tested against, so it shares no code with ``rcdiag``
 (and none with ``tests/reference.py`` either; the off-policy formulas are re-written here). It works on
 PADDED ``[B, T]`` float64 arrays — exactly what verl's
 ``compute_rollout_correction_and_rejection_mask(old_log_prob, rollout_log_prob, response_mask, …)``
-receives — and follows ``verl_rollout_correction.md`` section by section with explicit Python loops over
+receives — and follows docs/correction.md and docs/metrics.md with explicit Python loops over
 rows and valid tokens. Speed is irrelevant; every number should be checkable by eye.
 
-Two dialects (``contract.md`` §1):
+Two dialects (docs/presets.md):
 
 * ``"latest"`` — spec NEWEST (verl-project/verl ``1dda039``): TIS or IcePop IS threshold, IS metrics
-  from the APPLIED weights W (spec §3.1), sequence batch-norm over rows with ≥ 1 valid token, the 11
-  k1/k2/k3 rejection criteria with comma lists (spec §4.1), no veto.
+  from the APPLIED weights W (docs/correction.md), sequence batch-norm over rows with ≥ 1 valid token, the 11
+  k1/k2/k3 rejection criteria with comma lists (docs/correction.md), no veto.
 * ``"legacy"`` — spec SEED (#4070): TIS only, IS metrics from the RAW weights R, sequence batch-norm
-  over all B rows, RS ``token`` / ``sequence`` / ``geometric`` on ρ with a lower bound (spec §4.2), and
-  the per-token veto (spec §4.3).
+  over all B rows, RS ``token`` / ``sequence`` / ``geometric`` on ρ with a lower bound, and
+  the per-token veto (docs/correction.md).
 
-Conventions (spec §1):
+Conventions (docs/metrics.md):
 
 * ℓ = old − rollout; ρ = exp(ℓ); ℓ̃ = clamp(ℓ, ±20).
 * masked_sum(x, m) only ever READS positions with m = 1 (values under m = 0, even NaN, are ignored).
@@ -67,7 +67,7 @@ def _pooled_std(b: _Batch, xs: list[list[float]]) -> float:
 
 
 SAFETY_BOUND = 20.0
-"""verl's SAFETY_BOUND (spec §1)."""
+"""verl's SAFETY_BOUND (docs/metrics.md)."""
 
 PREFIX = "rollout_corr/"
 
@@ -86,10 +86,10 @@ RS_OPTIONS_LATEST: tuple[str, ...] = (
     "seq_max_k2",
     "seq_max_k3",
 )
-"""The 11 NEWEST rejection criteria (spec §4.1); there is no seq_max_k1."""
+"""The 11 NEWEST rejection criteria (docs/correction.md); there is no seq_max_k1."""
 
 RS_LEVELS_LEGACY: tuple[str, ...] = ("token", "sequence", "geometric")
-"""The SEED rejection levels (spec §4.2)."""
+"""The SEED rejection levels (docs/correction.md)."""
 
 OFFPOLICY_NAMES: tuple[str, ...] = (
     "training_ppl",
@@ -106,7 +106,7 @@ OFFPOLICY_NAMES: tuple[str, ...] = (
     "chi2_token",
     "chi2_seq",
 )
-"""The 13 off-policy metrics of spec §2 (without the ``rollout_corr/`` prefix)."""
+"""The 13 off-policy metrics of docs/metrics.md (without the ``rollout_corr/`` prefix)."""
 
 IS_METRIC_SUFFIXES: tuple[str, ...] = (
     "mean",
@@ -124,7 +124,7 @@ IS_METRIC_SUFFIXES: tuple[str, ...] = (
     "seq_fraction_high",
     "seq_fraction_low",
 )
-"""IS metric suffixes logged in both dialects (``rollout_corr/rollout_is_<suffix>``), spec §3.1.
+"""IS metric suffixes logged in both dialects (``rollout_corr/rollout_is_<suffix>``), docs/correction.md.
 
 Plus ``oob_ratio`` (IcePop only) and ``batch_norm_factor`` (batch-norm only)."""
 
@@ -151,10 +151,10 @@ RS_LEGACY_METRIC_SUFFIXES: tuple[str, ...] = (
     "masked_fraction",
     "seq_masked_fraction",
 )
-"""SEED RS suffixes (``rollout_rs_<suffix>``), spec §4.2."""
+"""SEED RS suffixes (``rollout_rs_<suffix>``), docs/correction.md."""
 
 VETO_NAMES: tuple[str, ...] = ("rollout_is_veto_fraction", "rollout_is_catastrophic_token_fraction")
-"""SEED veto metrics, always logged in the legacy dialect (spec §4.3)."""
+"""SEED veto metrics, always logged in the legacy dialect (docs/correction.md)."""
 
 _DEFAULTS: dict[str, Any] = {
     "rollout_is": None,
@@ -289,7 +289,7 @@ def _check_arrays(
         raise ValueError("response_mask must be a 2-D [B, T] array")
     if not np.isin(mask, (0, 1)).all():
         raise ValueError("the reference only takes 0/1 masks")
-    # verl checks the mask first, then the shapes (spec §1, §6).
+    # verl checks the mask first, then the shapes (docs/correction.md).
     if not (mask != 0).any():
         raise ValueError("response_mask must contain at least one valid token (1).")
     if old.shape != rollout.shape:
@@ -302,7 +302,7 @@ def _check_arrays(
         )
     valid = mask != 0
     if not (np.isfinite(old[valid]).all() and np.isfinite(rollout[valid]).all()):
-        # SPEC-AMBIGUITY: verl does not check (NaN/inf would just propagate); contract §2 makes a
+        # SPEC-AMBIGUITY: verl does not check (NaN/inf would just propagate); README.md makes a
         # non-finite value at a valid position bad input, so the oracle refuses it instead of
         # producing numbers nobody could compare.
         raise ValueError("non-finite log-prob at a valid position")
@@ -315,7 +315,7 @@ def _check_arrays(
 
 
 def _offpolicy_metrics(b: _Batch) -> dict[str, float]:
-    """The 13 metrics of spec §2, always logged (identical in both dialects)."""
+    """The 13 metrics of docs/metrics.md, always logged (identical in both dialects)."""
     a = [b.masked_row_mean(olds) for olds in b.olds]  # a_i, 0 for an empty row
     r = [b.masked_row_mean(rolls) for rolls in b.rolls]  # b_i, 0 for an empty row
     d = [ri - ai for ai, ri in zip(a, r, strict=True)]  # d_i = b_i − a_i
@@ -395,11 +395,11 @@ def _parse_is_threshold_legacy(spec: Any) -> float:
     """SEED: a float only; C ≤ 0 → ValueError."""
     if isinstance(spec, bool):
         # SPEC-AMBIGUITY: SEED verl has no bool check (True <= 0 is False, so True would act as C = 1.0);
-        # the spec's §6 lists "IS threshold bool → TypeError" without a dialect, and the brief asks for
+        # verl's validation lists "IS threshold bool → TypeError" without a dialect, and the brief asks for
         # TypeError, so both dialects refuse bools.
         raise TypeError("rollout_is_threshold must be a float, not a boolean.")
     if not _is_number(spec):
-        # SPEC-AMBIGUITY: spec says "SEED: float only"; SEED compares `rollout_is_threshold <= 0`, so a
+        # SPEC-AMBIGUITY: the legacy helper takes a float only; it compares `threshold <= 0`, so a
         # string (e.g. IcePop "0.5_5.0") raises TypeError there, which the oracle reproduces.
         raise TypeError(
             f"rollout_is_threshold must be a float in the legacy dialect, got {spec!r}."
@@ -422,7 +422,7 @@ def _importance_sampling(
     batch_normalize: bool,
     dialect: str,
 ) -> tuple[list[list[float]], dict[str, float]]:
-    """IS pipeline (spec §3 steps 1–5) and metrics (spec §3.1). Returns (weights per row, metrics)."""
+    """IS pipeline and metrics (docs/correction.md). Returns (weights per row, metrics)."""
     icepop = lower is not None
     seq_sum = [math.fsum(ells) for ells in b.ells]  # S_i, raw; 0 for an empty row
 
@@ -443,7 +443,7 @@ def _importance_sampling(
     c_hi = upper
     c_lo = lower if icepop else 1.0 / upper  # the implicit TIS lower bound 1/C (metrics only)
     assert c_lo is not None
-    # NEWEST reads the applied W; SEED reads the raw R for everything (spec §3.1, JAN/SEED note).
+    # NEWEST reads the applied W; SEED reads the raw R for everything (docs/correction.md).
     stat = applied if dialect == "latest" else raw
 
     m: dict[str, float] = {}
@@ -579,7 +579,7 @@ def _parse_rs_thresholds_latest(
                     upper = float(text)
                     # SPEC-AMBIGUITY: verl builds lo = float(str(1.0 / float(x))); str/float round-trips
                     # exactly, so lo = 1/x. For x = 0 verl's division raises ZeroDivisionError before its
-                    # positivity check; the spec (§4.1, §6) says ValueError, which the oracle raises.
+                    # positivity check; docs/correction.md says ValueError, which the oracle raises.
                     lower = 1.0 / upper if upper != 0.0 else 0.0
             except ValueError as exc:
                 raise ValueError(
@@ -842,7 +842,7 @@ def reference_correction(
     config: Mapping[str, Any],
     dialect: str,
 ) -> tuple[np.ndarray | None, np.ndarray, dict[str, float]]:
-    """verl's ``compute_rollout_correction_and_rejection_mask`` on one padded batch, from the spec.
+    """verl's ``compute_rollout_correction_and_rejection_mask`` on one padded batch (docs/).
 
     Args:
         old: ``[B, T]`` log π_train (old_log_prob).
@@ -853,7 +853,7 @@ def reference_correction(
             ``rollout_token_veto_threshold``; missing keys take the helper defaults (IS off, threshold
             2.0, no batch-norm, RS off, no thresholds, no veto). Other keys (``bypass_mode``,
             ``loss_type``, …) are ignored.
-        dialect: ``"latest"`` (spec NEWEST) or ``"legacy"`` (spec SEED, #4070).
+        dialect: ``"latest"`` (verl's newest) or ``"legacy"`` (verl's #4070).
 
     Returns:
         ``(is_weights, new_mask, metrics)``: IS weights ``[B, T]`` float64 after batch normalisation and
@@ -861,7 +861,7 @@ def reference_correction(
         the RS- and veto-filtered mask ``[B, T]`` int64; every metric verl logs, ``rollout_corr/``-prefixed.
 
     Raises:
-        ValueError / TypeError where verl raises (spec §6).
+        ValueError / TypeError where verl raises (docs/presets.md).
     """
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
@@ -870,7 +870,7 @@ def reference_correction(
     if dialect == "latest":
         for key in _LEGACY_ONLY_KEYS:
             if cfg[key] is not None:
-                # SPEC-AMBIGUITY: NEWEST verl simply has no such keys; contract §1 makes a legacy-only
+                # SPEC-AMBIGUITY: NEWEST verl simply has no such keys; docs/presets.md makes a legacy-only
                 # key under an explicit latest dialect an error, so the oracle raises ValueError.
                 raise ValueError(
                     f"{key} does not exist in the latest dialect (removed in verl #4544)"

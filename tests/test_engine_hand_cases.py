@@ -1,4 +1,4 @@
-"""The hand-computed cases pinned on the reference (tests/test_reference_correction.py, spec §10
+"""The hand-computed cases pinned on the reference (tests/test_reference_correction.py, verl's tests
 included) run again against rcdiag's engine, through an adapter with the reference's signature."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every dump here is generated as verl sees it — padded ``[B, T]`` arrays per step — then flattened into
 rcdiag's :class:`RaggedBatch` rows and streamed through :class:`OffPolicyAnalysis` in various chunkings.
 Per-step metrics must equal the reference on that step's padded batch and ``overall()`` the reference on
-all rows stacked into one batch (contract §3), to 1e-6 relative / 1e-9 absolute.
+all rows stacked into one batch (docs/metrics.md), to 1e-6 relative / 1e-9 absolute.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Pins the rollout-correction oracle (tests/reference_correction.py) itself.
 
 The oracle is what rcdiag's correction engine is tested against, so it must first be shown right:
-* verl's own unit tests (spec §10) reproduced by hand;
-* small cases computed by hand for each rule the spec states (IS metrics from W vs R, batch-norm
+* verl's own unit tests (verl's tests) reproduced by hand;
+* small cases computed by hand for each rule docs/correction.md states (IS metrics from W vs R, batch-norm
   denominators, the inverted k1 bounds, SEED geometric RS, the veto, empty rows);
-* every validation error of spec §6;
+* every validation error verl raises;
 * agreement of its 13 off-policy metrics with the other independent reference (tests/reference.py).
 """
 
@@ -61,7 +61,7 @@ def approx(x: float) -> object:
 
 
 # -----------------------------------------------------------------------------------------------
-# spec §10: verl's tests/trainer/ppo/test_rollout_corr.py, by hand
+# verl's tests: verl's tests/trainer/ppo/test_rollout_corr.py, by hand
 # -----------------------------------------------------------------------------------------------
 
 
@@ -114,7 +114,7 @@ def test_seq_fraction_high_uses_raw_row_means():
 
 
 def test_chained_token_k1_seq_max_k3_verl_case():
-    # token_k1 "0.4_1.8" keeps ρ ∈ [1/1.8, 1/0.4] = [0.5556, 2.5] (inverted bounds, spec §4.1)
+    # token_k1 "0.4_1.8" keeps ρ ∈ [1/1.8, 1/0.4] = [0.5556, 2.5] (inverted bounds, docs/correction.md)
     rows = [[1.0, 2.2], [1.0, 0.45], [1.0, 10.0], [0.58, 1.0]]
     old, rollout, mask = from_ratios(rows)
     cfg = {"rollout_rs": "token_k1,seq_max_k3", "rollout_rs_threshold": "0.4_1.8,3.0"}
@@ -541,7 +541,7 @@ def test_offpolicy_metrics_match_tests_reference(seed: int):
 
 
 # -----------------------------------------------------------------------------------------------
-# validation (spec §6)
+# validation (docs/presets.md)
 # -----------------------------------------------------------------------------------------------
 
 OK = from_ratios([[1.2, 0.9], [1.0, 1.1]])
