@@ -98,9 +98,9 @@ class OffPolicyAnalysis:
         self.evidence.add(self.evidence.slots_for(batch.steps), evidence_statistics(batch))
         self.lags.update(batch, row_stats)
         local, local_of_row = np.unique(slots, return_inverse=True)
-        valid_log_ratio = log_ratio[batch.mask]
+        valid_log_ratio = log_ratio if batch.all_valid else log_ratio[batch.mask]
         token_slots = (
-            np.zeros(valid_log_ratio.size, dtype=np.int64)
+            None  # one group
             if local.size == 1
             else np.repeat(local_of_row.reshape(-1), batch.lengths)[batch.mask]
         )

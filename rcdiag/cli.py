@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rcdiag import __version__
+from rcdiag import __version__, _threads  # noqa: F401  (before numpy is imported)
 from rcdiag.commands import (
     analyze,
     baseline,

@@ -133,7 +133,7 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         if comparison is not None:
             comparison.update(batch)
         if profile is not None:
-            profile.update(batch)
+            profile.update(batch, row_stats)
 
     reader = stream(dump, consume, progress, row_details=profile is not None)
     return Pass(dump, reader, analysis, comparison, profile, boot)

@@ -8,12 +8,16 @@ import math
 import numpy as np
 import pytest
 
+from rcdiag.metrics.offpolicy import row_statistics
 from rcdiag.metrics.profile import (
     LOG2_BUCKETS,
     ROLLOUT_PROB_EDGES,
     SIGNED_LOG_EDGES,
     MismatchProfile,
     log2_bucket_label,
+    position_runs,
+    rollout_prob_bucket,
+    signed_log_bin,
 )
 from rcdiag.metrics.ragged import RaggedBatch
 
@@ -98,13 +102,29 @@ def reference(rows: list[dict], top_k: int) -> dict:
     }
 
 
+def all_valid(rows: list[dict]) -> list[dict]:
+    """The same rows with every position valid (the dump without padding takes other paths)."""
+    out = []
+    for r in rows:
+        old = np.where(r["mask"], r["old"], r["rollout"] - 0.01)
+        out.append({**r, "old": old, "mask": np.ones(r["mask"].size, dtype=bool)})
+    return out
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("batch_rows", [7, 60])
-def test_profile_matches_reference(seed: int, batch_rows: int) -> None:
-    rows = make_rows(seed)
+@pytest.mark.parametrize("padding", [True, False])
+@pytest.mark.parametrize("shared_row_sums", [False, True])
+def test_profile_matches_reference(
+    seed: int, batch_rows: int, padding: bool, shared_row_sums: bool
+) -> None:
+    rows = make_rows(seed) if padding else all_valid(make_rows(seed))
     profile = MismatchProfile(top_k=5)
     for start in range(0, len(rows), batch_rows):
-        profile.update(to_batch(rows[start : start + batch_rows]))
+        batch = to_batch(rows[start : start + batch_rows])
+        # the pipeline hands the analysis's row statistics over instead of summing again
+        sums = row_statistics(batch, batch.log_ratio, 1e-4) if shared_row_sums else None
+        profile.update(batch, sums)
     got = profile.result()
     want = reference(rows, 5)
 
@@ -237,3 +257,40 @@ def test_docstring_examples() -> None:
 
     result = doctest.testmod(rcdiag.metrics.profile)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_bins_equal_a_binary_search_on_and_next_to_every_edge() -> None:
+    edges = SIGNED_LOG_EDGES
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [
+            edges,
+            np.nextafter(edges, np.inf),
+            np.nextafter(edges, -np.inf),
+            [0.0, -0.0, np.inf, -np.inf, 1e300, -1e300, 5e-324, -5e-324],
+            rng.standard_normal(20_000) * 10 ** rng.uniform(-9, 7, 20_000),
+        ]
+    )
+    want = [bisect.bisect_right(edges.tolist(), v) for v in values.tolist()]
+    assert signed_log_bin(values).tolist() == want
+    assert signed_log_bin(np.array([np.nan])).tolist() == [edges.size]
+
+    log_edges = np.log(np.array(ROLLOUT_PROB_EDGES)).tolist()
+    probs = np.concatenate([log_edges, np.nextafter(log_edges, -np.inf), -rng.exponential(3, 5000)])
+    want = [bisect.bisect_right(log_edges, v) for v in probs.tolist()]
+    assert rollout_prob_bucket(probs).tolist() == want
+
+
+@pytest.mark.parametrize("lengths", [[5, 0, 2], [0, 0], [1], [1 << 21, 3], [0, 17, 0, 64, 1]])
+def test_position_runs_cover_each_row_in_log2_buckets(lengths: list[int]) -> None:
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    starts, buckets = position_runs(offsets)
+    want_starts, want_buckets = [], []
+    for row, n in enumerate(lengths):
+        for position in range(1, n + 1):
+            bucket = min(position.bit_length() - 1, LOG2_BUCKETS - 1)
+            if not want_buckets or position == 1 or bucket != want_buckets[-1]:
+                want_starts.append(int(offsets[row]) + position - 1)
+                want_buckets.append(bucket)
+    assert starts.tolist() == want_starts
+    assert buckets.tolist() == want_buckets

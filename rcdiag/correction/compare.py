@@ -61,7 +61,7 @@ class _Tracked:
     stats: GroupedStats = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stats = GroupedStats(self.component.kinds)
+        self.stats = GroupedStats({**self.component.kinds, **self.component.run_kinds})
 
 
 class PresetComparison:
@@ -120,8 +120,10 @@ class PresetComparison:
             slots = self.base.slots_for(batch.steps)
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
         for tracked in self._tracked.values():
-            stats = tracked.stats
-            stats.add(stats.slots_for(batch.steps), tracked.component.row_stats(view))
+            stats, component = tracked.stats, tracked.component
+            stats.add(stats.slots_for(batch.steps), component.row_stats(view))
+            if component.run_kinds:
+                stats.add(stats.slots_for(view.runs[1]), component.run_stats(view))
 
     def consume(self, batches: Iterable[RaggedBatch]) -> PresetComparison:
         for batch in batches:

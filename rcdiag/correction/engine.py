@@ -29,6 +29,7 @@ from rcdiag.metrics.grouped import Kind, Moments
 from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor, masked_log_ratio
 from rcdiag.metrics.ragged import (
     F64,
+    I64,
     Bool,
     RaggedBatch,
     segment_max,
@@ -64,6 +65,8 @@ class TokenView:
 
     @cached_property
     def n(self) -> F64:
+        if self.batch.all_valid:
+            return self.batch.lengths.astype(np.float64)
         return segment_sum(self.mask, self.offsets)
 
     @cached_property
@@ -83,22 +86,34 @@ class TokenView:
         """A row value on every position of the row (masked positions included)."""
         return np.repeat(per_row, self.lengths)
 
+    def row_sum(self, token_values: F64) -> F64:
+        """Σ over each row's positions, computed once per array and batch (weights and statistics
+        are shared by configurations, and several metrics sum the same array)."""
+        # the memo keeps the array alive, so its id cannot be reused while the view lives
+        key = ("row_sum", id(token_values))
+        return self.memo(key, lambda: (token_values, segment_sum(token_values, self.offsets)))[1]
+
+    def valid(self, token_values: F64, fill: float = 0.0) -> F64:
+        """The values at valid positions and ``fill`` elsewhere (no copy when all are valid)."""
+        return token_values if self.batch.all_valid else np.where(self.mask, token_values, fill)
+
     def row_mean(self, token_values: F64) -> F64:
         """verl's per-row masked mean Σ_valid x / n_i (0 for an empty row); token_values must be 0
         where invalid."""
-        return segment_sum(token_values, self.offsets) / count_divisor(self.n)
+        return self.row_sum(token_values) / count_divisor(self.n)
 
     def token_moments(self, token_values: F64) -> Moments:
         """Per-row count, mean and M2 of the values at valid positions."""
         n = self.n
-        mean = np.divide(
-            segment_sum(np.where(self.mask, token_values, 0.0), self.offsets),
-            n,
-            out=np.zeros_like(n),
-            where=n > 0,
+        sums = (
+            self.row_sum(token_values)
+            if self.batch.all_valid
+            else segment_sum(self.valid(token_values), self.offsets)
         )
-        deviation = np.where(self.mask, token_values - self.broadcast(mean), 0.0)
-        return Moments(n, mean, segment_sum(deviation * deviation, self.offsets))
+        mean = np.divide(sums, n, out=np.zeros_like(n), where=n > 0)
+        deviation = self.valid(token_values - self.broadcast(mean))
+        np.square(deviation, out=deviation)
+        return Moments(n, mean, segment_sum(deviation, self.offsets))
 
     def row_moments(self, per_row: F64, include: Bool | None = None) -> Moments:
         """Moments of one value per row (rows outside ``include`` left out)."""
@@ -110,14 +125,58 @@ class TokenView:
         return Moments(self.n, np.where(self.nonempty, per_row, 0.0), np.zeros(per_row.size))
 
     def valid_max(self, token_values: F64) -> F64:
-        return segment_max(np.where(self.mask, token_values, -np.inf), self.offsets)
+        return segment_max(self.valid(token_values, -np.inf), self.offsets)
 
     def valid_min(self, token_values: F64) -> F64:
-        return segment_min(np.where(self.mask, token_values, np.inf), self.offsets)
+        return segment_min(self.valid(token_values, np.inf), self.offsets)
 
     def count(self, token_flags: Bool) -> F64:
         """Per-row count of valid positions where the flag holds."""
-        return segment_sum(token_flags & self.mask, self.offsets)
+        if not self.batch.all_valid:
+            token_flags = token_flags & self.mask
+        if not token_flags.any():
+            return np.zeros(self.offsets.size - 1)
+        return segment_sum(token_flags, self.offsets)
+
+    @cached_property
+    def runs(self) -> tuple[I64, I64]:
+        """The runs of consecutive rows of one step: their token offsets and their steps.
+
+        A statistic that is only ever summed (or maximised) per step needs no per-row value; it is
+        reduced once per run, usually once per batch (docs/correction.md, "Streaming").
+        """
+        steps = self.batch.steps
+        row_starts = np.flatnonzero(np.diff(steps, prepend=steps[:1] - 1))
+        bounds = np.append(row_starts, steps.size)
+        return self.offsets[bounds], steps[row_starts]
+
+    def run_sum(self, values: F64, weights: F64 | None = None) -> F64:
+        """Σ values (· weights) over the tokens of each run."""
+        token_offsets, _ = self.runs
+        if token_offsets.size == 2:  # one run: a BLAS dot product, no temporary array
+            total = values.sum() if weights is None else np.dot(values, weights)
+            return np.array([total], dtype=np.float64)
+        return segment_sum(values if weights is None else values * weights, token_offsets)
+
+    def run_max(self, values: F64, weights: F64 | None = None) -> F64:
+        """The largest value (· weights) of each run (−inf for a run without tokens); ``values``
+        and ``weights`` ≥ 0."""
+        token_offsets, _ = self.runs
+        if token_offsets.size == 2 and values.size:
+            top = int(np.argmax(values))  # usually kept: then no product is needed
+            if weights is None or weights[top] == 1.0:
+                return values[top : top + 1].copy()
+        return segment_max(values if weights is None else values * weights, token_offsets)
+
+    def squares(self, token_values: F64) -> F64:
+        """token_values², computed once per array and batch."""
+        key = ("squares", id(token_values))
+        return self.memo(key, lambda: (token_values, token_values * token_values))[1]
+
+    @cached_property
+    def mask_weights(self) -> F64:
+        """The mask as 0.0 / 1.0, for dot products."""
+        return self.mask.astype(np.float64)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,10 +220,16 @@ class Component(ABC):
     """
 
     kinds: ClassVar[dict[str, Kind]]
+    run_kinds: ClassVar[dict[str, Kind]] = {}
+    """Statistics kept per run of rows of one step (:meth:`TokenView.runs`), not per row."""
 
     @abstractmethod
     def row_stats(self, view: TokenView) -> RowStats:
         """Per-row sufficient statistics, keyed as in :attr:`kinds`."""
+
+    def run_stats(self, view: TokenView) -> dict[str, F64]:
+        """Per-run statistics, keyed as in :attr:`run_kinds`."""
+        return {}
 
     @abstractmethod
     def metrics(self, get: Getter) -> Metrics:
@@ -209,9 +274,9 @@ def weight_row_stats(
     s = view.row_mean(measured)
     r = view.row_mean(raw)
     stats: RowStats = {
-        "sum": segment_sum(measured, view.offsets),
+        "sum": view.row_sum(measured),
         "band": view.token_moments(band),
-        "band_sq": segment_sum(band * band, view.offsets),
+        "band_sq": view.row_sum(view.squares(band)),
         "seq": view.row_moments(s),
         "seq_max": s,
         "seq_min": s,
@@ -282,9 +347,9 @@ def raw_weights(view: TokenView, level: str) -> F64:
     """R of every valid token (0 elsewhere): exp(clamp ℓ) at token level, exp(clamp S_i) broadcast
     over the row at sequence level; shared by every configuration of that level."""
     if level == "token":
-        return np.where(view.mask, np.exp(view.clamped), 0.0)
+        return view.valid(np.exp(view.clamped))
     row_weight = np.exp(np.clip(view.seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
-    return np.where(view.mask, view.broadcast(row_weight), 0.0)
+    return view.valid(view.broadcast(row_weight))
 
 
 @dataclass(frozen=True)
@@ -325,13 +390,13 @@ class Importance(Component):
         plan, w = self.plan, self.weights(view)
         legacy = self.dialect == "legacy"
         measured = w.raw if legacy else w.applied
-        band = np.clip(w.raw, plan.lo, plan.hi) if legacy else np.clip(w.applied, 0.0, plan.hi)
-        band = np.where(view.mask, band, 0.0)
+        # latest: W already lies in [0, hi] (0 at invalid positions), so clip(W, 0, hi) is W
+        band = view.valid(np.clip(w.raw, plan.lo, plan.hi)) if legacy else w.applied
         stats = weight_row_stats(view, w.raw, measured, band, w.row_log_ratio, plan.lo, plan.hi)
         stats["oob"] = view.count((w.raw < plan.lo) | (w.raw > plan.hi))
-        stats["applied_sum"] = segment_sum(w.applied, view.offsets)
+        stats["applied_sum"] = view.row_sum(w.applied)
         stats["applied_row_mean"] = view.row_mean(w.applied)
-        stats["applied_sq"] = segment_sum(w.applied * w.applied, view.offsets)
+        stats["applied_sq"] = view.row_sum(view.squares(w.applied))
         return stats
 
     def batch_norm_factor(self, get: Getter) -> float:
@@ -640,11 +705,21 @@ class Outcome(Component):
         "rejected_rows": "sum",
         "fully_rejected_rows": "sum",
         "kept": "sum",
+    }
+    run_kinds: ClassVar[dict[str, Kind]] = {
         "kept_raw": "sum",
         "kept_applied": "sum",
         "kept_applied_sq": "sum",
         "kept_applied_max": "max",
     }
+
+    def _kept_weights(self, view: TokenView) -> F64 | None:
+        """1.0 at the valid positions the configuration keeps, 0.0 elsewhere; None when it cannot
+        reject (every valid position is kept)."""
+        if not rejects(self.plan):
+            return None
+        key = ("kept_weights", _rejection_key(self.plan))
+        return view.memo(key, lambda: (plan_keep(view, self.plan) & view.mask).astype(np.float64))
 
     def row_stats(self, view: TokenView) -> RowStats:
         plan = self.plan
@@ -654,41 +729,45 @@ class Outcome(Component):
                 ("kept", _rejection_key(plan)), lambda: segment_sum(keep, view.offsets)
             )
         else:
-            keep, kept = view.mask, view.n
+            kept = view.n
         rejected = view.n - kept
-        stats: RowStats = {
+        return {
             "rejected": rejected,
             "rejected_rows": (rejected > 0).astype(np.float64),
             "fully_rejected_rows": ((rejected == view.n) & view.nonempty).astype(np.float64),
             "kept": kept,
         }
+
+    def run_stats(self, view: TokenView) -> dict[str, F64]:
+        plan = self.plan
+        keep = self._kept_weights(view)
         if plan.importance is None:  # every kept token has weight 1
-            stats.update(
-                kept_raw=kept,
-                kept_applied=kept,
-                kept_applied_sq=kept,
-                kept_applied_max=np.where(kept > 0, 1.0, -np.inf),
-            )
-            return stats
+            kept = view.run_sum(view.mask_weights if keep is None else keep)
+            ones = np.where(kept > 0, 1.0, -np.inf)
+            return {
+                "kept_raw": kept,
+                "kept_applied": kept,
+                "kept_applied_sq": kept,
+                "kept_applied_max": ones,
+            }
         importance = Importance(plan.importance, plan.dialect)
-        weights = importance.weights(view)
+        weights, weights_key = importance.weights(view), importance.weights_key
 
         def kept_sums() -> dict[str, F64]:
-            # Weights are ≥ 0 and already 0 at invalid positions, so multiplying by the keep mask
-            # zeroes the rejected ones; a row without kept weight then has maximum 0, which never
+            # Weights are ≥ 0 and already 0 at invalid positions, so weighting by the keep mask
+            # drops the rejected ones; a run without kept weight then has maximum 0, which never
             # decides a step's maximum (a step without any kept token has no max_weight).
-            raw = weights.raw * keep if rejects(plan) else weights.raw
-            applied = weights.applied * keep if rejects(plan) else weights.applied
+            applied = weights.applied
+            squares = view.squares(applied)
             return {
-                "kept_raw": segment_sum(raw, view.offsets),
-                "kept_applied": segment_sum(applied, view.offsets),
-                "kept_applied_sq": segment_sum(applied * applied, view.offsets),
-                "kept_applied_max": segment_max(applied, view.offsets),
+                "kept_raw": view.run_sum(weights.raw, keep),
+                "kept_applied": view.run_sum(applied, keep),
+                "kept_applied_sq": view.run_sum(squares, keep),
+                "kept_applied_max": view.run_max(applied, keep),
             }
 
-        key = ("kept_sums", importance.weights_key, _rejection_key(plan) if rejects(plan) else None)
-        stats.update(view.memo(key, kept_sums))
-        return stats
+        rejection = _rejection_key(plan) if keep is not None else None
+        return view.memo(("kept_sums", weights_key, rejection), kept_sums)
 
     def metrics(self, get: Getter) -> Metrics:
         if not self.plan.criteria:

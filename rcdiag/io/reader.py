@@ -471,9 +471,12 @@ class DumpReader:
                 else record_batch.column(cols.uid).to_numpy(zero_copy_only=False),
             )
         # ℓ is finite exactly when both log-probs are (barring overflow of their difference, which
-        # the slow path below reports as well); the core reuses the same ℓ.
-        bad = ~np.isfinite(batch.raw_log_ratio) & mask
-        if bad.any():
+        # the slow path below reports as well); the core reuses the same ℓ. A finite total proves
+        # every ℓ finite in one cheap reduction; otherwise look closer.
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = bool(np.isfinite(np.add.reduce(batch.raw_log_ratio)))
+        bad = None if finite else ~np.isfinite(batch.raw_log_ratio) & mask
+        if bad is not None and bad.any():
             if not self.drop_nonfinite:
                 raise self._nonfinite_error(batch, bad, cols, locate)
             self.dropped_nonfinite += int(bad.sum())
@@ -490,6 +493,11 @@ class DumpReader:
     ) -> None:
         """Count log-probs > :data:`POSITIVE_LOG_PROB` at the ``counted`` positions and remember
         where the first one is."""
+        if (
+            batch.rollout.size == 0
+            or max(batch.rollout.max(), batch.old.max()) <= POSITIVE_LOG_PROB
+        ):
+            return  # (a NaN maximum fails the test and takes the exact path)
         positive = (batch.rollout > POSITIVE_LOG_PROB) | (batch.old > POSITIVE_LOG_PROB)
         positive &= counted
         if not positive.any():

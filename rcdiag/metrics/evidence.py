@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 
 from rcdiag.metrics.grouped import GroupedStats, Kind
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_sum
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 PREFIX_POSITIONS = 64
 """Positions of each response in the prefix sample."""
@@ -49,18 +49,21 @@ EVIDENCE_STATISTICS: dict[str, Kind] = {
 """The per-row sums of the prefix sample and how they combine."""
 
 
-def prefix_positions(offsets: I64, limit: int = PREFIX_POSITIONS) -> tuple[I64, I64]:
-    """Flat indices of the first ``limit`` positions of every row, and the sample's row offsets.
+def prefix_sample(offsets: I64, limit: int = PREFIX_POSITIONS) -> tuple[I64, np.ndarray]:
+    """The prefix sample as a [rows, width] table of flat indices (width ≤ ``limit``), and which
+    of its cells lie inside their row; the cells outside repeat a valid index.
 
     Example:
-        >>> prefix_positions(np.array([0, 3, 3, 8]), limit=2)
-        (array([0, 1, 3, 4]), array([0, 2, 2, 4]))
+        >>> index, inside = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
+        >>> index.tolist(), inside.tolist()
+        ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]])
     """
     take = np.minimum(np.diff(offsets), limit)
-    sample_offsets = np.zeros(take.size + 1, dtype=np.int64)
-    np.cumsum(take, out=sample_offsets[1:])
-    within = np.arange(sample_offsets[-1], dtype=np.int64) - np.repeat(sample_offsets[:-1], take)
-    return np.repeat(offsets[:-1], take) + within, sample_offsets
+    width = int(take.max(initial=0))
+    column = np.arange(width, dtype=np.int64)
+    inside = column < take[:, None]
+    index = np.where(inside, offsets[:-1, None] + column, 0)
+    return index, inside
 
 
 def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
@@ -74,42 +77,36 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
 
 
 def _evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
-    index, offsets = prefix_positions(batch.offsets)
-    valid = batch.mask[index]
-    x = batch.rollout[index] * valid  # 0 at invalid positions (finite there after the product
+    index, inside = prefix_sample(batch.offsets)
+    if index.size == 0:  # no row holds a position
+        return {name: np.zeros(batch.rows) for name in EVIDENCE_STATISTICS}
+    valid = batch.mask[index] & inside
+    x = batch.rollout[index] * valid  # 0 at invalid cells (finite there after the product
     y = batch.old[index] * valid  # only when they were finite: masked garbage is replaced next)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         x, y = np.where(valid, batch.rollout[index], 0.0), np.where(valid, batch.old[index], 0.0)
-    take = np.diff(offsets)
-    position = np.arange(index.size) - np.repeat(offsets[:-1], take)  # within the row
-    length = np.repeat(take, take)
+    width = index.shape[1]
     stats: dict[str, F64] = {}
     for s in SHIFTS:
-        # pairs (t, t + s) inside one row, y at t against x at t + s, summed in t's row
-        head, tail = slice(max(0, -s), index.size - max(0, s)), slice(max(0, s), None)
-        if s < 0:
-            tail = slice(0, index.size + s)
-        inside = (position[head] + s >= 0) & (position[head] + s < length[head])
-        pair = inside & valid[head] & valid[tail]
-        gap = np.abs(y[head] - x[tail]) * pair
-        stats[f"shift_{s}_abs"] = _aligned_row_sums(gap, s, offsets)
-        stats[f"shift_{s}_pairs"] = _aligned_row_sums(pair, s, offsets)
-    fitted = valid if batch.lags is None else valid & (np.repeat(batch.lags, take) == 0)
+        # pairs (t, t + s) inside one row: y at t against x at t + s
+        at, to = (
+            (slice(0, width - s), slice(s, width))
+            if s >= 0
+            else (slice(-s, width), slice(0, width + s))
+        )
+        pair = valid[:, at] & valid[:, to]
+        gap = np.abs(y[:, at] - x[:, to]) * pair
+        stats[f"shift_{s}_abs"] = gap.sum(axis=1)
+        stats[f"shift_{s}_pairs"] = pair.sum(axis=1, dtype=np.float64)
+    fitted = valid if batch.lags is None else valid & (batch.lags == 0)[:, None]
     xf, yf = x * fitted, y * fitted
-    stats["fit_n"] = segment_sum(fitted, offsets)
-    stats["fit_x"] = segment_sum(xf, offsets)
-    stats["fit_y"] = segment_sum(yf, offsets)
-    stats["fit_xx"] = segment_sum(xf * xf, offsets)
-    stats["fit_xy"] = segment_sum(xf * yf, offsets)
-    stats["fit_yy"] = segment_sum(yf * yf, offsets)
+    stats["fit_n"] = fitted.sum(axis=1, dtype=np.float64)
+    stats["fit_x"] = xf.sum(axis=1)
+    stats["fit_y"] = yf.sum(axis=1)
+    stats["fit_xx"] = (xf * xf).sum(axis=1)
+    stats["fit_xy"] = (xf * yf).sum(axis=1)
+    stats["fit_yy"] = (yf * yf).sum(axis=1)
     return stats
-
-
-def _aligned_row_sums(values: np.ndarray, shift: int, offsets: I64) -> F64:
-    """Row sums of values defined at positions t = max(0, −shift) … n − max(0, shift) − 1."""
-    padded = np.zeros(int(offsets[-1]), dtype=np.float64)
-    padded[max(0, -shift) : padded.size - max(0, shift)] = values
-    return segment_sum(padded, offsets)
 
 
 def mean_gap(stats: dict[str, float], shift: int) -> float | None:

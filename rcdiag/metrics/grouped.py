@@ -102,14 +102,15 @@ class GroupedStats:
                 )
 
     def add(self, slots: I64, values: Mapping[str, F64 | Moments]) -> None:
-        """Fold one value per row into the row's group for every named statistic.
+        """Fold one value per row into the row's group for each statistic in ``values`` (all of
+        them, or a part: statistics kept at different granularities are added separately).
 
         Touches only the groups present in ``slots``: cost in the batch's rows, not in all groups.
         """
         present, local = np.unique(slots, return_inverse=True)
         local = local.reshape(-1)
-        for name, kind in self.kinds.items():
-            vals = values[name]
+        for name, vals in values.items():
+            kind = self.kinds[name]
             if isinstance(vals, Moments):
                 have = self._moments[name]
                 merged = _combine(

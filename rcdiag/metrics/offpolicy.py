@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, RaggedBatch, segment_max, segment_sum
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_max, segment_sum
 
 SAFETY_BOUND = 20.0
 """verl clamps log ratios to [−20, 20] before exponentiating them (docs/metrics.md)."""
@@ -153,9 +154,13 @@ def count_divisor(count: F64) -> F64:
 def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
     offsets, mask = batch.offsets, batch.mask
     ell = log_ratio
-    n = segment_sum(mask, offsets)
+    if batch.all_valid:  # the common dump without padding: no pass over the mask
+        n = batch.lengths.astype(np.float64)
+        old_sum = segment_sum(batch.old, offsets)
+    else:
+        n = segment_sum(mask, offsets)
+        old_sum = segment_sum(np.where(mask, batch.old, 0.0), offsets)
     divisor = count_divisor(n)
-    old_sum = segment_sum(np.where(mask, batch.old, 0.0), offsets)
     seq_sum = segment_sum(ell, offsets)
     a = old_sum / divisor
     b = (old_sum - seq_sum) / divisor  # Σ rollout = Σ old − Σ ℓ over the valid tokens
@@ -172,15 +177,23 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
     # w = exp(clamp ℓ) at valid tokens, 0 elsewhere; summed directly (not as Σ(w − 1) + n), so tiny
     # weights do not cancel against the ones.
     token_weight = expm1_clamped + mask
+    row_weight = segment_sum(token_weight, offsets)
+    np.square(token_weight, out=token_weight)
+    row_weight_sq = segment_sum(token_weight, offsets)
     weight_deviation = np.abs(expm1_clamped)  # |w − 1| at valid tokens, 0 elsewhere
+    row_weight_abs_dev = segment_sum(weight_deviation, offsets)
     rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
+    outside_near = _segment_count(rho_deviation > 0.1, offsets)
+    outside_far = _segment_count(abs_ell > _LN2, offsets)
+    row_abs = segment_sum(abs_ell, offsets)
+    np.subtract(expm1_ell, ell, out=expm1_ell)  # k3 per token: ρ − 1 − ℓ (ρ − 1 is not read again)
+    k3 = segment_sum(expm1_ell, offsets)
     seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
     nonempty = n > 0
     catastrophic_flags = ell < np.log(veto_threshold)
-    if veto_threshold > 1.0:  # log τ > 0 = ℓ at invalid positions: those must not count
+    if veto_threshold > 1.0 and not batch.all_valid:  # log τ > 0 = ℓ at invalid positions
         catastrophic_flags &= mask
-    catastrophic = segment_sum(catastrophic_flags, offsets)
-    row_weight = segment_sum(token_weight, offsets)
+    catastrophic = _segment_count(catastrophic_flags, offsets)
     return {
         "rows": np.ones(batch.rows),
         "positions": batch.lengths.astype(np.float64),
@@ -196,17 +209,17 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "log_ppl_diff_min": d,
         "ppl_ratio": np.exp(d),
         "log_ratio": seq_sum,
-        "k3": segment_sum(expm1_ell - ell, offsets),
+        "k3": k3,
         "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
         "token_weight": row_weight,
-        "token_weight_sq": segment_sum(token_weight * token_weight, offsets),
+        "token_weight_sq": row_weight_sq,
         "seq_weight": np.where(nonempty, seq_weight, 0.0),
         "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
-        "abs_log_ratio": segment_sum(abs_ell, offsets),
+        "abs_log_ratio": row_abs,
         "abs_log_ratio_max": abs_max,
         # |ρ − 1| > 0.1 is ρ ∉ [0.9, 1.1]; |ℓ| > ln 2 is ρ ∉ [0.5, 2] (0 at invalid positions)
-        "outside_0.9_1.1": segment_sum(rho_deviation > 0.1, offsets),
-        "outside_0.5_2": segment_sum(abs_ell > _LN2, offsets),
+        "outside_0.9_1.1": outside_near,
+        "outside_0.5_2": outside_far,
         "catastrophic_tokens": catastrophic,
         "vetoed_rows": (catastrophic > 0).astype(np.float64),
         "length_max": n,
@@ -216,8 +229,15 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "valid_sq": n * n,
         "token_weight_row_sq": row_weight * row_weight,
         "token_weight_by_n": row_weight * n,
-        "weight_abs_dev": segment_sum(weight_deviation, offsets),
+        "weight_abs_dev": row_weight_abs_dev,
     }
+
+
+def _segment_count(flags: NDArray[np.bool_], offsets: I64) -> F64:
+    """Per-row number of true flags; a batch without any costs one scan instead of a reduction."""
+    if not flags.any():
+        return np.zeros(offsets.size - 1)
+    return segment_sum(flags, offsets)
 
 
 def offpolicy_metrics(

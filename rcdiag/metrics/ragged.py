@@ -61,9 +61,16 @@ class RaggedBatch:
             return self.old - self.rollout
 
     @cached_property
+    def all_valid(self) -> bool:
+        """Whether every position is a valid token (no padding, no masked token)."""
+        return bool(self.mask.all())
+
+    @cached_property
     def log_ratio(self) -> F64:
         """ℓ = old − rollout at valid tokens and exactly 0 elsewhere (garbage under the mask is
         dropped); computed once per batch for every consumer."""
+        if self.all_valid:
+            return self.raw_log_ratio
         return np.where(self.mask, self.raw_log_ratio, 0.0)
 
     @property

@@ -62,8 +62,11 @@ class QuantileSketch:
         """A monotone integer key per value: order-preserving bits, truncated to the bucket."""
         bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
         # Flip the magnitude bits of negatives so that integer order equals float order.
-        ordered = bits ^ ((bits >> 63) & _MAGNITUDE_BITS)
-        return ordered >> self._shift
+        flip = bits >> 63
+        flip &= _MAGNITUDE_BITS
+        flip ^= bits
+        flip >>= self._shift
+        return flip
 
     def _representatives(self, buckets: I64) -> F64:
         """The midpoint of each bucket's magnitudes (within relative_error of every member); 0 for
@@ -75,17 +78,25 @@ class QuantileSketch:
         zero = (edges[0] == 0.0) | (edges[1] == 0.0) | (np.sign(edges[0]) != np.sign(edges[1]))
         return np.where(zero, 0.0, edges[0] + (edges[1] - edges[0]) / 2.0)
 
-    def add(self, slots: I64, values: F64, keys: Sequence[int]) -> None:
-        """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``)."""
+    def add(self, slots: I64 | None, values: F64, keys: Sequence[int]) -> None:
+        """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``; None
+        when ``keys`` holds one group, which every value then belongs to)."""
         if values.size == 0:
             return
+        if slots is None and len(keys) != 1:
+            raise ValueError("slots are needed for more than one group")
         bucket = self._bucket_keys(values)
         low, width = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1
         if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
-            table = np.bincount(slots * width + (bucket - low), minlength=len(keys) * width)
+            bucket -= low
+            if slots is not None:
+                bucket += slots * width
+            table = np.bincount(bucket, minlength=len(keys) * width)
             cell = np.flatnonzero(table)
             slot, bucket, count = cell // width, cell % width + low, table[cell]
         else:  # a table much larger than the batch: sort instead
+            if slots is None:
+                slots = np.zeros(values.size, dtype=np.int64)
             slot, bucket, count = _tally(slots, bucket, np.ones(bucket.size, dtype=np.int64))
         group = np.asarray(keys, dtype=np.int64)[slot]
         self._pending.append((group, bucket.astype(np.int64), count.astype(np.int64)))
