@@ -7,6 +7,7 @@ overall (streamed in chunks), must agree with the reference.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -382,6 +383,41 @@ def test_summary_without_rejection_counts_truncated_mass() -> None:
     assert s["weight_mass_removed"] == pytest.approx(1 / 4.25)
     # batch normalisation divides by μ = ΣW / (V + ε) = 3.25 / 3
     assert s["max_weight"] == pytest.approx(2 / (3.25 / 3))
+
+
+@pytest.mark.parametrize("padding", [True, False])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"rollout_is": "token", "rollout_is_threshold": 2.0, "rollout_is_batch_normalize": True},
+        {"rollout_is": "sequence", "rollout_is_threshold": 3.0, "rollout_is_batch_normalize": True},
+        {"rollout_is": "token", "rollout_rs": "token_k3", "rollout_rs_threshold": 0.01},
+        {"rollout_rs": "seq_mean_k1", "rollout_rs_threshold": 1.01},
+    ],
+)
+def test_a_sweep_point_summarises_as_the_full_configuration(
+    config: dict[str, Any], padding: bool
+) -> None:
+    """Summary-only configurations (sweep points) track fewer statistics, at run granularity where
+    they can; their summaries must not differ from the full configuration's, per step or overall."""
+    rng = np.random.default_rng(11)
+    full = PresetComparison([NamedConfig("c", config, parse_config(config, "latest"))])
+    point = PresetComparison([], [NamedConfig("c", config, parse_config(config, "latest"))])
+    for step in range(3):
+        rows = [rng.normal(0, 0.3, int(rng.integers(0 if padding else 1, 12))) for _ in range(7)]
+        batch = _tiny([r.tolist() for r in rows], step=step)
+        if padding:  # hide a quarter of the positions behind the mask
+            batch = dataclasses.replace(batch, mask=rng.random(batch.mask.size) > 0.25)
+        full.update(batch)
+        point.update(batch)
+    for step in (None, 0, 1, 2):
+        want, got = full.summary("c", step), point.summary("c", step)
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if value is None:
+                assert got[key] is None, (step, key)
+            else:
+                assert got[key] == pytest.approx(value, rel=1e-12, nan_ok=True), (step, key)
 
 
 def test_a_configuration_that_rejects_a_whole_step_is_reported() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import (
+    BatchNormalisation,
     Component,
     Getter,
     Importance,
@@ -102,8 +103,8 @@ class PresetComparison:
         for c in summary_only:  # a summary reads the outcome (and a batch-norm factor) only
             plan = c.plan.importance
             normalises = plan is not None and plan.batch_normalize
-            importance = (Importance(plan, c.plan.dialect),) if plan and normalises else ()
-            self._track(c.name, (*importance, Outcome(c.plan)))
+            norm = (BatchNormalisation(plan, c.plan.dialect),) if plan and normalises else ()
+            self._track(c.name, (*norm, Outcome(c.plan)))
 
     def _track(self, name: str, parts: tuple[Component, ...]) -> None:
         for part in parts:
@@ -199,7 +200,10 @@ class PresetComparison:
         importance = Importance(config.plan.importance, config.plan.dialect)
         mu = 1.0
         if config.plan.importance.batch_normalize:
-            mu = importance.batch_norm_factor(self._getter(importance, step, base))
+            norm: Component = importance
+            if importance not in self._tracked:  # a sweep point tracks μ's statistics alone
+                norm = BatchNormalisation(config.plan.importance, config.plan.dialect)
+            mu = importance.batch_norm_factor(self._getter(norm, step, base))
         figures["max_weight"] = get("kept_applied_max") / mu
         return figures
 

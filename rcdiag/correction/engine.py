@@ -418,6 +418,24 @@ class Importance(Component):
         return metrics
 
 
+@dataclass(frozen=True)
+class BatchNormalisation(Component):
+    """Only what an IS configuration's batch-normalisation μ reads (a sweep point's summary needs
+    μ, not the IS metrics)."""
+
+    plan: ISPlan
+    dialect: str
+
+    kinds: ClassVar[dict[str, Kind]] = {"applied_sum": "sum", "applied_row_mean": "sum"}
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        applied = Importance(self.plan, self.dialect).weights(view).applied
+        return {"applied_sum": view.row_sum(applied), "applied_row_mean": view.row_mean(applied)}
+
+    def metrics(self, get: Getter) -> Metrics:
+        return {}
+
+
 # ----------------------------------------------------------------------------------------------
 # Rejection, latest dialect (docs/correction.md)
 
@@ -718,18 +736,16 @@ class Outcome(Component):
         reject (every valid position is kept)."""
         if not rejects(self.plan):
             return None
-        key = ("kept_weights", _rejection_key(self.plan))
-        return view.memo(key, lambda: (plan_keep(view, self.plan) & view.mask).astype(np.float64))
+
+        def weights() -> F64:
+            keep = plan_keep(view, self.plan)
+            return (keep if view.batch.all_valid else keep & view.mask).astype(np.float64)
+
+        return view.memo(("kept_weights", _rejection_key(self.plan)), weights)
 
     def row_stats(self, view: TokenView) -> RowStats:
-        plan = self.plan
-        if rejects(plan):
-            keep = plan_keep(view, plan) & view.mask
-            kept = view.memo(
-                ("kept", _rejection_key(plan)), lambda: segment_sum(keep, view.offsets)
-            )
-        else:
-            kept = view.n
+        keep = self._kept_weights(view)
+        kept = view.n if keep is None else view.row_sum(keep)
         rejected = view.n - kept
         return {
             "rejected": rejected,

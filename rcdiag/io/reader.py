@@ -373,7 +373,7 @@ class DumpReader:
         *,
         drop_nonfinite: bool = False,
         selection: StepSelection | None = None,
-        batch_tokens: int = 1 << 20,
+        batch_tokens: int = 1 << 18,
         row_details: bool = False,
     ) -> None:
         self.names = columns or ColumnNames()
