@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from rcdiag.analysis import AnalyzeOptions
@@ -32,6 +31,7 @@ from rcdiag.commands._common import (
 from rcdiag.commands._layout import (
     COLUMN_GAP,
     Col,
+    TitledTable,
     fitted_tables,
     header_line,
     needed_width,
@@ -172,7 +172,7 @@ def show(document: dict[str, Any]) -> None:
     chi2_note(chi2)
 
 
-def step_table(steps: list[dict[str, Any]]) -> list[Table]:
+def step_table(steps: list[dict[str, Any]]) -> list[TitledTable]:
     """One row per step, or per range of consecutive steps (means; worst status) when many; split
     into parts that repeat the step when the columns do not fit the width."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
