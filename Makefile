@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 is the CPU build; asking for it first keeps pip from pulling a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,29 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# The browser test (tests/test_report_browser.py) opens the report in headless Chromium. This step
+# says what it does: it installs Debian's chromium with apt-get only when no Chromium is found and
+# it can (root, apt-get present); otherwise the browser test is skipped, and pytest says why.
+BROWSERS := chromium chromium-browser google-chrome
+
+browser:
+	@found=""; for b in $(BROWSERS); do command -v $$b >/dev/null 2>&1 && { found=$$(command -v $$b); break; }; done; \
+	if [ -n "$$found" ]; then \
+		echo "browser: $$found found: the browser test will run"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: no Chromium found; installing Debian's chromium for the browser test:"; \
+		echo "browser:   apt-get update && apt-get install -y chromium"; \
+		if apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; then \
+			echo "browser: chromium installed: the browser test will run"; \
+		else \
+			echo "browser: apt-get could not install chromium: the browser test will be skipped"; \
+		fi; \
+	else \
+		echo "browser: no Chromium found and apt-get cannot install it here (needs root and apt-get):"; \
+		echo "browser: the browser test will be skipped (install Debian's chromium to run it)"; \
+	fi
+
+test: lint browser
 	$(BIN)/pytest -n 2
 
 bench: install

@@ -19,10 +19,12 @@ from rcdiag.commands import (
     report,
     synth,
 )
+from rcdiag.commands._help import Command, Group, help_of
 from rcdiag.io.paths import printable
 
 app = typer.Typer(
     name="rcdiag",
+    cls=Group,
     help="Diagnose the mismatch between rollout and training log-probs, as verl's Rollout "
     "Correction measures it.",
     no_args_is_help=True,
@@ -42,7 +44,11 @@ def root(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+            "--version",
+            "-V",
+            help="Print the version and exit.",
+            is_eager=True,
+            callback=_print_version,
         ),
     ] = False,
 ) -> None:
@@ -50,14 +56,17 @@ def root(
     Correction measures it."""
 
 
-app.command(name="analyze")(analyze.analyze)
-app.command(name="compare-presets")(compare_presets.compare_presets)
-app.command(name="presets")(presets.presets)
-app.command(name="report")(report.report)
-app.command(name="recommend")(recommend.recommend)
-app.command(name="check")(check.check)
-app.command(name="baseline")(baseline.baseline)
-app.command(name="synth")(synth.synth)
+for _name, _command in (
+    ("analyze", analyze.analyze),
+    ("compare-presets", compare_presets.compare_presets),
+    ("presets", presets.presets),
+    ("report", report.report),
+    ("recommend", recommend.recommend),
+    ("check", check.check),
+    ("baseline", baseline.baseline),
+    ("synth", synth.synth),
+):
+    app.command(name=_name, cls=Command, help=help_of(_command))(_command)
 
 
 # click's ClickException, whether typer vendors click (recent versions) or builds on it (older ones)

@@ -174,6 +174,61 @@ def compare_dump(
     return comparison_document(run(dump, request, progress), configs, sweep)
 
 
+def compare_and_recommend(
+    dump: DumpSpec,
+    configs: Sequence[NamedConfig],
+    dialect: Dialect,
+    sweep: Sweep | None = None,
+    progress: Progress | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`compare_dump`, and the recommendation ``rcdiag recommend`` gives for the same dump
+    (:func:`rcdiag.assess.recommend.recommend`, docs/recommendation.md), from the same pass.
+
+    The recommendation's candidate sweeps are evaluated beside the configurations (summary figures
+    only) and are not part of the document. Its ``choices[0]`` is the recommended configuration;
+    there is none when the dump shows a bug in how it was made.
+    """
+    from rcdiag.assess.candidates import candidate_sweeps
+    from rcdiag.assess.recommend import recommend
+    from rcdiag.correction.presets import PRESETS
+
+    # "/" cannot be in a preset name nor a file stem: no clash with the compared names
+    candidates = [
+        (s, [NamedConfig(f"recommend/{c.name}", c.config, c.plan) for c in s.configs])
+        for s in candidate_sweeps(dialect)
+    ]
+    summary_only = [*(sweep.configs if sweep else ()), *(c for _, cs in candidates for c in cs)]
+    done = run(dump, Request(AnalyzeOptions(dialect=dialect), configs, summary_only), progress)
+    document = comparison_document(done, configs, sweep)
+    comparison = done.comparison
+    assert comparison is not None
+    presets = PRESETS[dialect]
+    advice_input = {
+        **analysis_document(done),
+        "presets": [  # compared presets only (a --config file may carry a preset's name)
+            entry
+            for entry in document["presets"]
+            if entry["name"] in presets and entry["config"] == dict(presets[entry["name"]].config)
+        ],
+        "sweeps": [
+            {
+                "key": s.key,
+                "target": s.target,
+                "points": [
+                    {
+                        "threshold": t,
+                        "config": dict(c.config),
+                        "summary": comparison.summary(c.name),
+                    }
+                    for t, c in zip(s.thresholds, named, strict=True)
+                ],
+            }
+            for s, named in candidates
+        ],
+    }
+    return document, recommend(json_safe(advice_input))
+
+
 def comparison_document(
     done: Pass, configs: Sequence[NamedConfig], sweep: Sweep | None = None
 ) -> dict[str, Any]:

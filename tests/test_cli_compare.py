@@ -25,7 +25,7 @@ def every_preset(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("cmp") / "all.json"
     code, stdout, stderr = run("compare-presets", DRIFT, "--json", out)
     assert code == 0, stderr
-    assert "Configurations (overall)" in stdout
+    assert "Configurations (overall" in stdout
     return json.loads(out.read_text())
 
 
@@ -116,7 +116,7 @@ def test_sort_puts_the_best_first(tmp_path: Path) -> None:
         "--sort", "kept_token_share",
     )  # fmt: skip
     assert code == 0
-    table = stdout.split("Configurations (overall)")[1]
+    table = stdout.split("Configurations (overall")[1]
     assert table.index("decoupled_token_is") < table.index("decoupled_geo_rs")  # keeps more
 
 

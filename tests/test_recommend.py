@@ -364,3 +364,54 @@ def test_recommend_command_legacy_and_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and missing.stderr.startswith("Error: no input")
     bad = runner.invoke(app, ["recommend", str(tmp_path / "nope.parquet")])
     assert bad.exit_code == 2 and "no such file" in bad.stderr
+
+
+@pytest.fixture
+def results_of_fp8(tmp_path: Path) -> Path:
+    out = tmp_path / "fp8.json"
+    done = runner.invoke(app, ["recommend", str(SAMPLES["fp8"]), "--json", str(out), "-q"])
+    assert done.exit_code == 0, done.stderr
+    return out
+
+
+def test_recommend_output_writes_the_recommended_yaml(tmp_path: Path, results_of_fp8: Path) -> None:
+    out = tmp_path / "conf" / "rc.yaml"
+    result = runner.invoke(app, ["recommend", "--from", str(results_of_fp8), "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    best = primary(document("fp8"))
+    assert out.read_text() == best["yaml"]
+    parsed = yaml.safe_load(out.read_text())
+    assert parsed["algorithm"]["rollout_correction"] == best["config"]
+    assert parsed["actor_rollout_ref"]["rollout"]["calculate_log_probs"] is True
+    assert f"wrote {out}" in result.stderr
+    assert [p.name for p in out.parent.iterdir()] == ["rc.yaml"]  # no temporary file left
+    again = runner.invoke(app, ["recommend", "--from", str(results_of_fp8), "-o", str(out), "-q"])
+    assert again.exit_code == 0 and again.stdout == "" and out.read_text() == best["yaml"]
+
+
+def test_recommend_output_writes_nothing_for_a_dump_bug(tmp_path: Path) -> None:
+    out = tmp_path / "rc.yaml"
+    result = runner.invoke(
+        app, ["recommend", str(ROOT / "sample_data" / "model" / "topp"), "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert not out.exists()
+    assert "No rollout-correction configuration is recommended" in " ".join(result.stdout.split())
+    said = " ".join(result.stderr.split())
+    assert f"nothing written to {out}" in said and "processed_logprobs" in said
+
+
+@pytest.mark.parametrize("clash", ["the --from file", "the --json file"])
+def test_recommend_output_refuses_to_overwrite_an_input_or_another_output(
+    tmp_path: Path, results_of_fp8: Path, clash: str
+) -> None:
+    before = results_of_fp8.read_bytes()
+    json_out = tmp_path / "again.json"
+    target = results_of_fp8 if clash == "the --from file" else json_out
+    result = runner.invoke(
+        app,
+        ["recommend", "--from", str(results_of_fp8), "--json", str(json_out), "-o", str(target)],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert results_of_fp8.read_bytes() == before and not json_out.exists()

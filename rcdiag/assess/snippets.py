@@ -325,3 +325,37 @@ def describe(config: Mapping[str, Any], dialect: Dialect) -> str:
     if not parts:
         return "no correction: verl still logs the off-policy metrics"
     return "; ".join(parts)
+
+
+def changed_keys(config: Mapping[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """The keys of ``config`` that differ from verl's defaults (the ``disabled`` preset), with
+    ``rollout_is_threshold`` kept whenever IS weights are computed."""
+    base = PRESETS[dialect]["disabled"].config
+    return {
+        k: v
+        for k, v in config.items()
+        if v != base.get(k, object())
+        or (k == "rollout_is_threshold" and config.get("rollout_is") is not None)
+    }
+
+
+def _plain(value: Any) -> str:
+    return scalar(value) if not isinstance(value, str) else value
+
+
+def key_line(config: Mapping[str, Any], dialect: Dialect) -> str:
+    """The configuration as verl keys on one line, the ones that differ from verl's defaults
+    after the ``algorithm.rollout_correction.`` prefix (the ``disabled`` configuration: its
+    ``rollout_is=null``).
+
+    Example:
+        >>> key_line({**PRESETS["latest"]["disabled"].config, "rollout_is": "token"}, "latest")
+        'algorithm.rollout_correction.rollout_is=token rollout_is_threshold=2.0'
+        >>> key_line(PRESETS["latest"]["disabled"].config, "latest")
+        'algorithm.rollout_correction.rollout_is=null (every other key at its default)'
+    """
+    keys = changed_keys(config, dialect)
+    if not keys:
+        return "algorithm.rollout_correction.rollout_is=null (every other key at its default)"
+    words = [f"{key}={_plain(value)}" for key, value in keys.items()]
+    return f"algorithm.rollout_correction.{' '.join(words)}"

@@ -88,13 +88,18 @@ def markdown_code_cell(text: object) -> str:
 
 
 def verdict_line(document: Mapping[str, Any]) -> str:
-    """``PASSED: 7 rules · 6 pass · 1 warn · 0 fail · 0 skipped``."""
+    """``PASSED: 7 rules · 6 pass · 0 fail · 1 warn · 0 skipped`` (``1 rule`` for one).
+
+    Example:
+        >>> verdict_line({"passed": True, "counts": {"pass": 1, "fail": 0, "warn": 0, "skipped": 0}})
+        'PASSED: 1 rule · 1 pass · 0 fail · 0 warn · 0 skipped'
+    """
     counts = document["counts"]
     total = sum(counts.values())
     word = "PASSED" if document["passed"] else "FAILED"
     return (
-        f"{word}: {total} rules · {counts['pass']} pass · {counts['fail']} fail · "
-        f"{counts['warn']} warn · {counts['skipped']} skipped"
+        f"{word}: {total} rule{'' if total == 1 else 's'} · {counts['pass']} pass · "
+        f"{counts['fail']} fail · {counts['warn']} warn · {counts['skipped']} skipped"
     )
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from rcdiag.dialects import DIALECTS, Dialect
@@ -37,11 +38,42 @@ JsonOption = Annotated[
 ]
 """Output paths are taken as typed (str): a trailing / must still be there for :func:`outputs`."""
 
-# soft_wrap: a message naming a long path stays one line (tables still fit the width).
-stdout = Console(soft_wrap=True)
-if not stdout.is_terminal:  # logs and pipes: wide enough for the step table
-    stdout = Console(width=140, soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+PIPE_WIDTH = 100
+"""Columns of output to a pipe or a file when ``COLUMNS`` is not set."""
+MIN_WIDTH = 40
+"""Narrower widths (``COLUMNS=20``) are taken as this: below it no table can be read."""
+
+
+def output_width(console: Console) -> int:
+    """The width ``console`` lays its output out for: ``COLUMNS`` when set, else the terminal's
+    width, else :data:`PIPE_WIDTH` (a pipe or a file); never below :data:`MIN_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return max(MIN_WIDTH, int(columns))
+    if not console.is_terminal:
+        return PIPE_WIDTH
+    try:
+        return max(MIN_WIDTH, os.get_terminal_size(console.file.fileno()).columns or 80)
+    except (OSError, ValueError, AttributeError):  # a terminal that cannot tell its size
+        return 80
+
+
+class FittedConsole(Console):
+    """A rich console whose width is :func:`output_width`, read at every print (so ``COLUMNS``
+    set by a caller, or a resized terminal, is honoured). Text wraps at that width; a message that
+    must stay one line (a path) is printed with ``soft_wrap=True``."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        return ConsoleDimensions(output_width(self), super().size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:  # rich's setter, kept for its callers
+        self._width, self._height = new_size
+
+
+stdout = FittedConsole()
+stderr = FittedConsole(stderr=True)
 
 
 @contextlib.contextmanager
@@ -88,7 +120,7 @@ def shown(text: object) -> str:
 
 def wrote(path: Path, note: str = "") -> None:
     """Tell the user (on stderr) that ``path`` was written."""
-    stderr.print(f"wrote {shown(path)}{note}")
+    stderr.print(f"wrote {shown(path)}{note}", soft_wrap=True)
 
 
 def outputs(

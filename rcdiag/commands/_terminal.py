@@ -1,14 +1,18 @@
-"""Terminal views shared by the commands: progress, input warnings, the diagnosis, status styles."""
+"""Terminal views shared by the commands: progress, input warnings, the diagnosis, statuses and
+their bands, the χ² note."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
+from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.commands._common import shown, stderr, stdout
+from rcdiag.commands._layout import hanging
 from rcdiag.pipeline import Progress as RowsRead
 from rcdiag.results import empty_steps
 
@@ -22,6 +26,14 @@ VERDICT_WORDS: dict[str, str] = {
 }
 
 
+CHI2_METRICS = ("rollout_corr/chi2_token", "rollout_corr/chi2_seq")
+CHI2_NOTE = (
+    "χ² (chi2_token, chi2_seq) is E[ρ²] − 1 of the IS weights ρ = π_train/π_rollout: about their "
+    "variance when they average 1, and negative when the sampled weights average below 1 "
+    "(docs/metrics.md)."
+)
+
+
 def status_text(status: str | None) -> str:
     """A status in its colour (``–`` when unknown)."""
     if status is None:
@@ -29,17 +41,52 @@ def status_text(status: str | None) -> str:
     return f"[{STATUS_STYLE.get(status, 'dim')}]{status}[/]"
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 file``, ``2 files``, ``1,000 rules``.
+
+    Example:
+        >>> plural(1, "rule"), plural(0, "rule"), plural(12345, "step")
+        ('1 rule', '0 rules', '12,345 steps')
+    """
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def band_words(metric: str) -> str:
+    """The registry's bands of ``metric`` as a reader checks them, mildest first: ``watch if |kl|
+    > 0.1``, ``watch if > 0.001, act if > 0.1`` (empty for a metric without bands)."""
+    record = REGISTRY.get(metric)
+    if record is None:
+        return ""
+    short = record.name.rsplit("/", 1)[-1]
+    words = []
+    for band in sorted(record.bands, key=lambda b: rank(b.status)):
+        condition = record.limit_text(band)
+        if condition.startswith(short + " "):  # the row names the metric; |kl| stays as it is
+            condition = condition[len(short) + 1 :]
+        words.append(f"{band.status} if {condition}")
+    return ", ".join(words)
+
+
+def chi2_note(values: Iterable[float | None]) -> None:
+    """Say why χ² may be negative, when one of the χ² ``values`` shown is."""
+    if any(v is not None and v < 0 for v in values):
+        stdout.print(Text.assemble(("Note: ", "bold"), (CHI2_NOTE, "dim")))
+
+
 def show_diagnosis(diagnosis: Mapping[str, Any]) -> None:
-    """The verdict, then each cause: what it is, the numbers, what to do."""
+    """The verdict, then each cause: what it is, the numbers, what to do (wrapped at the width)."""
     verdict = diagnosis["verdict"]
     stdout.print(f"[{STATUS_STYLE[verdict]}]Verdict: {VERDICT_WORDS[verdict]}[/]")
+    rows = []
     for cause in diagnosis["causes"]:
         kind = "dump bug" if cause["kind"] == "dump_bug" else "mismatch"
-        stdout.print(
-            f"  {status_text(cause['severity'])} [bold]{cause['id']}[/] ({kind}): "
-            f"{shown(cause['summary'])}"
+        text = Text.from_markup(
+            f"[bold]{shown(cause['id'])}[/] ({kind}): {shown(cause['summary'])}\n"
+            f"[dim]→[/] {shown(cause['advice'])}"
         )
-        stdout.print(f"      [dim]→[/] {shown(cause['advice'])}")
+        rows.append((Text.from_markup(status_text(cause["severity"])), text))
+    if rows:
+        stdout.print(hanging(rows))
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.registry import judge, worst
@@ -28,7 +28,25 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands._terminal import progress_bar, show_diagnosis, status_text, warn_about_input
+from rcdiag.commands._layout import (
+    COLUMN_GAP,
+    Col,
+    TitledTable,
+    fitted_tables,
+    header_line,
+    needed_width,
+    new_table,
+)
+from rcdiag.commands._terminal import (
+    CHI2_METRICS,
+    band_words,
+    chi2_note,
+    plural,
+    progress_bar,
+    show_diagnosis,
+    status_text,
+    warn_about_input,
+)
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
 from rcdiag.results import DumpSpec, analyze_dump
@@ -116,39 +134,50 @@ def show(document: dict[str, Any]) -> None:
     """The terminal view: source line, diagnosis, overall metrics with statuses, per-step table."""
     source = document["source"]
     stdout.print(
-        f"[bold]rcdiag analyze[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
-        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps · "
-        f"{len(source['paths'])} file(s)"
+        header_line(
+            stdout,
+            "rcdiag analyze",
+            [
+                f"dialect {document['dialect']}",
+                f"{source['rows']:,} rows",
+                f"{source['valid_tokens']:,} valid tokens",
+                f"{source['steps']} steps",
+                plural(len(source["paths"]), "file"),
+            ],
+        )
     )
     show_diagnosis(document["diagnosis"])
     judged = {c["metric"]: c for c in document["checks"]}
-    table = Table(title="Overall (whole dump as one batch)", title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("status")
-    for name, value in document["overall"].items():
-        check = judged.get(name)
-        status = ""
-        if check is not None:
-            status = status_text(check["status"])
-            if check["band"]:
-                status += f" [dim]({check['band']})[/]"
-        table.add_row(name, fmt(value), status)
+    columns = [Col("metric"), Col("value", "right"), Col("status"), Col("bands", wrap=True)]
+    rows = [
+        [
+            name,
+            fmt(value),
+            status_text(judged[name]["status"]) if name in judged else "",
+            band_words(name) if name in judged else "",
+        ]
+        for name, value in document["overall"].items()
+    ]
+    # one band per line when "watch if …, act if …" does not fit beside the values
+    room = stdout.width - needed_width(stdout, columns[:3], [r[:3] for r in rows]) - COLUMN_GAP
+    table = new_table("Overall (whole dump as one batch)", columns)
+    for row in rows:
+        bands = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
+        table.add_row(*row[:3], Text(bands, style="dim"))
     stdout.print(table)
-    stdout.print(step_table(document["steps"]))
+    for part in step_table(document["steps"]):
+        stdout.print(part)
+    chi2 = [document["overall"].get(name) for name in CHI2_METRICS]
+    chi2 += [s["metrics"].get(name) for s in document["steps"] for name in CHI2_METRICS]
+    chi2_note(chi2)
 
 
-def step_table(steps: list[dict[str, Any]]) -> Table:
-    """One row per step, or per range of consecutive steps (means; worst verdict) when many."""
+def step_table(steps: list[dict[str, Any]]) -> list[TitledTable]:
+    """One row per step, or per range of consecutive steps (means; worst status) when many; split
+    into parts that repeat the step when the columns do not fit the width."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
     title = "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst status)"
-    table = Table(title=title, title_justify="left")
-    table.add_column("step", justify="right")
-    table.add_column("rows", justify="right")
-    table.add_column("valid tok", justify="right")
-    for label in STEP_COLUMNS.values():
-        table.add_column(label, justify="right")
-    table.add_column("status")
+    rows = []
     for start in range(0, len(steps), group):
         chunk = steps[start : start + group]
         label = (
@@ -160,11 +189,19 @@ def step_table(steps: list[dict[str, Any]]) -> Table:
             values.append(fmt(sum(present) / len(present)) if present else "–")
         statuses = [c.status for s in chunk for c in judge(s["metrics"])]
         status = worst(statuses) if any(s["valid_tokens"] for s in chunk) else "empty"
-        table.add_row(
-            label,
-            f"{sum(s['rows'] for s in chunk):,}",
-            f"{sum(s['valid_tokens'] for s in chunk):,}",
-            *values,
-            status_text(status),
+        rows.append(
+            [
+                label,
+                status_text(status),
+                *values,
+                f"{sum(s['rows'] for s in chunk):,}",
+                f"{sum(s['valid_tokens'] for s in chunk):,}",
+            ]
         )
-    return table
+    columns = [
+        Col("status"),
+        *(Col(label, "right") for label in STEP_COLUMNS.values()),
+        Col("rows", "right"),
+        Col("valid tok", "right"),
+    ]
+    return fitted_tables(stdout, title, [Col("step", "right")], columns, rows)

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import baseline_document
@@ -35,7 +34,8 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands._terminal import progress_bar, warn_about_input
+from rcdiag.commands._layout import Col, header_line, new_table
+from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
@@ -130,14 +130,22 @@ def show(document: dict[str, Any]) -> None:
     source = document["source"]
     boot = document["bootstrap"]
     stdout.print(
-        f"[bold]rcdiag baseline[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
-        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps · "
-        f"{boot['replicates']} replicates (seed {boot['seed']})"
+        header_line(
+            stdout,
+            "rcdiag baseline",
+            [
+                f"dialect {document['dialect']}",
+                f"{source['rows']:,} rows",
+                f"{source['valid_tokens']:,} valid tokens",
+                f"{source['steps']} steps",
+                f"{boot['replicates']} replicates (seed {boot['seed']})",
+            ],
+        )
     )
-    table = Table(title="Baseline (overall, 95% bootstrap interval)", title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("interval", justify="right")
+    table = new_table(
+        "Baseline (overall, 95% bootstrap interval)",
+        [Col("metric"), Col("value", "right"), Col("interval", "right")],
+    )
     for name in BASELINE_DIRECTIONS:
         if name not in document["overall"]:
             continue
@@ -151,3 +159,4 @@ def show(document: dict[str, Any]) -> None:
                 interval = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
         table.add_row(name, fmt(document["overall"][name]), interval)
     stdout.print(table)
+    chi2_note(document["overall"].get(name) for name in CHI2_METRICS if name in BASELINE_DIRECTIONS)

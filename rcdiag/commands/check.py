@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
 import typer
-from rich.table import Table
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import Baseline, check_compatible, parse_baseline
@@ -21,9 +20,8 @@ from rcdiag.checks.evaluate import (
     check_document,
     diagnosis_results,
     evaluate_rules,
-    fmt,
 )
-from rcdiag.checks.outputs import STATUS_TEXT, junit_xml, markdown, verdict_line
+from rcdiag.checks.outputs import junit_xml, markdown, verdict_line
 from rcdiag.checks.rules import (
     SETTING_NAMES,
     CheckSettings,
@@ -35,6 +33,7 @@ from rcdiag.checks.rules import (
     referenced_presets,
     validate_rules,
 )
+from rcdiag.commands._check_terminal import show
 from rcdiag.commands._common import (
     ALL_STEPS,
     EXIT_CHECKS_FAILED,
@@ -63,8 +62,6 @@ from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.ragged import F64
 from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
 from rcdiag.results import analysis_document, comparison_document
-
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
 
 
 def load_rules(rules_file: Path | None, rule: list[str]) -> RuleSet:
@@ -364,40 +361,3 @@ def write_outputs(document: dict[str, Any], written: dict[str, Path]) -> None:
             raise UsageError(
                 f"$GITHUB_STEP_SUMMARY {summary}: cannot append ({exc.strerror or exc})"
             ) from None
-
-
-def show(document: dict[str, Any]) -> None:
-    """A table of every rule: status, value, allowed region, detail; then the verdict."""
-    source = document["source"]
-    line = (
-        f"[bold]rcdiag check[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
-        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps"
-    )
-    if document["baseline"] is not None:
-        line += f" · baseline {shown(document['baseline']['path'])}"
-    stdout.print(line)
-    table = Table(title="Rules", title_justify="left")
-    table.add_column("status")
-    table.add_column("rule")
-    table.add_column("value", justify="right")
-    table.add_column("allowed")
-    table.add_column("detail")
-    for rule in document["rules"]:
-        status = rule["status"]
-        table.add_row(
-            f"[{_STYLE[status]}]{STATUS_TEXT[status]}[/]",
-            shown(rule["name"]),
-            fmt(rule["value"]),
-            shown(rule["limit"]),
-            shown(rule["detail"]),
-        )
-    stdout.print(table)
-    for rule in document["rules"]:
-        if rule["status"] in ("fail", "warn") and rule["why"]:
-            style = _STYLE[rule["status"]]
-            stdout.print(
-                f"[{style}]{STATUS_TEXT[rule['status']]}[/] {shown(rule['name'])}: "
-                f"{shown(rule['why'])}"
-            )
-    style = "bold green" if document["passed"] else "bold red"
-    stdout.print(f"[{style}]{verdict_line(document)}[/]")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from rcdiag.commands._common import (
     ALL_STEPS,
@@ -27,14 +27,18 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands._terminal import progress_bar, warn_about_input
+from rcdiag.commands._layout import Col, fitted_tables, header_line, paragraph
+from rcdiag.commands._terminal import plural, progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
-from rcdiag.results import compare_dump
+from rcdiag.io.paths import printable
+from rcdiag.results import compare_and_recommend
 
+MARK = "★"
+"""Marks the compared configuration ``rcdiag recommend`` picks."""
 COLUMNS: dict[str, str] = {
     "kept_token_share": "kept tok",
     "kept_sequence_share": "seq untouched",
@@ -43,6 +47,21 @@ COLUMNS: dict[str, str] = {
     "ess": "ESS",
     "max_weight": "max w",
 }
+LEGEND = (
+    "kept tok: valid tokens kept · seq untouched: sequences that lose no token · seq rejected: "
+    "sequences with every token rejected · IS mass cut: share of the IS weight mass truncation "
+    "removes (a bias proxy) · ESS: effective sample size of the applied weights (1 = all equal) · "
+    "max w: largest applied IS weight (docs/presets.md)."
+)
+NO_CHANGE: dict[str, float] = {
+    "kept_token_share": 1.0,
+    "kept_sequence_share": 1.0,
+    "rejected_sequence_share": 0.0,
+    "weight_mass_removed": 0.0,
+    "ess": 1.0,
+    "max_weight": 1.0,
+}
+"""The figures of a configuration that changes nothing (no rejection, every weight 1)."""
 NO_PRESET = "none"
 """``--preset none``: compare the --config files (or the --sweep) alone."""
 
@@ -125,13 +144,15 @@ def compare_presets(
                 configs = []  # a sweep alone: only its grid
         spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
-            document = compare_dump(spec, configs, chosen, planned_sweep, advance)
+            document, recommendation = compare_and_recommend(
+                spec, configs, chosen, planned_sweep, advance
+            )
         warn_about_input(document, quiet)
         if "--json" in written:
             write_output(written["--json"], document)
     if quiet:
         return
-    show(document, sort)
+    show(document, sort, recommendation)
     if "--json" in written:
         wrote(written["--json"])
 
@@ -169,57 +190,172 @@ def _sort_key(figure: str) -> Any:
     return key
 
 
-def worst_step_table(presets: list[dict[str, Any]]) -> Table:
-    """For each configuration and figure, its worst step: value @ step."""
-    table = Table(title="Worst step of each figure (value @ step)", title_justify="left")
-    table.add_column("configuration")
-    for label in COLUMNS.values():
-        table.add_column(label, justify="right")
+def _unchanged(figure: str, worst: dict[str, Any] | None) -> bool:
+    """The worst step of ``figure`` is the value of a configuration that changes nothing."""
+    return worst is None or (figure in NO_CHANGE and worst["value"] == NO_CHANGE[figure])
+
+
+def worst_step_rows(presets: list[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
+    """For each configuration and figure, its worst step (value @ step), ``no change`` where no
+    step differs from doing nothing; configurations that change nothing at any step are left out
+    (returned apart, by name)."""
+    rows, unchanged = [], []
     for entry in presets:
-        cells = []
+        worst_steps = entry["summary"]["worst_steps"]
+        if all(_unchanged(f, worst_steps.get(f)) for f in COLUMNS):
+            unchanged.append(entry["name"])
+            continue
+        cells: list[Any] = [shown(entry["name"])]
         for figure in COLUMNS:
-            worst = entry["summary"]["worst_steps"].get(figure)
-            cells.append(
-                "–" if worst is None else f"{_cell(figure, worst['value'])} @{worst['step']}"
-            )
-        table.add_row(shown(entry["name"]), *cells)
-    return table
+            worst = worst_steps.get(figure)
+            if worst is None:
+                cells.append("–")
+            elif _unchanged(figure, worst):
+                cells.append(Text("no change", style="dim"))
+            else:
+                cells.append(f"{_cell(figure, worst['value'])} @{worst['step']}")
+        rows.append(cells)
+    return rows, unchanged
 
 
-def show(document: dict[str, Any], sort: str | None) -> None:
-    """One row per configuration, then the sweep, then warnings."""
+def recommended_names(presets: list[dict[str, Any]], recommendation: dict[str, Any]) -> set[str]:
+    """The compared configurations equal to the one ``rcdiag recommend`` picks (none for a dump
+    bug, or when it picks a configuration that was not compared)."""
+    choices = recommendation.get("choices") or []
+    if not choices:
+        return set()
+    config = choices[0]["config"]
+    return {entry["name"] for entry in presets if entry["config"] == config}
+
+
+def _named(entry: dict[str, Any], recommended: set[str]) -> Text:
+    name = Text(printable(entry["name"]))
+    if entry["name"] in recommended:
+        name.stylize("bold green")
+        name.append(" " + MARK, style="bold green")
+    return name
+
+
+def show(document: dict[str, Any], sort: str | None, recommendation: dict[str, Any]) -> None:
+    """One row per configuration (the recommended one marked), the worst steps, the sweep, a
+    legend, then warnings."""
     source = document["source"]
     stdout.print(
-        f"[bold]rcdiag compare-presets[/] · dialect {document['dialect']} · {source['rows']:,} rows "
-        f"· {source['valid_tokens']:,} valid tokens · {source['steps']} steps"
+        header_line(
+            stdout,
+            "rcdiag compare-presets",
+            [
+                f"dialect {document['dialect']}",
+                f"{source['rows']:,} rows",
+                f"{source['valid_tokens']:,} valid tokens",
+                plural(source["steps"], "step"),
+            ],
+        )
     )
     presets = document["presets"]
+    figures = [Col(label, "right") for label in COLUMNS.values()]
     if presets:
         ordered = sorted(presets, key=_sort_key(sort)) if sort else presets
-        table = Table(title="Configurations (overall)", title_justify="left")
-        table.add_column("configuration")
-        for label in COLUMNS.values():
-            table.add_column(label, justify="right")
-        for entry in ordered:
-            summary = entry["summary"]
-            table.add_row(shown(entry["name"]), *(_cell(f, summary.get(f)) for f in COLUMNS))
-        stdout.print(table)
+        recommended = recommended_names(presets, recommendation)
+        rows = [
+            [_named(e, recommended), *(_cell(f, e["summary"].get(f)) for f in COLUMNS)]
+            for e in ordered
+        ]
+        for table in fitted_tables(
+            stdout, "Configurations (overall)", [Col("configuration")], figures, rows
+        ):
+            stdout.print(table)
+        show_recommended(recommendation, recommended)
         if source["steps"] > 1:
-            stdout.print(worst_step_table(ordered))
+            worst_rows, unchanged = worst_step_rows(ordered)
+            if worst_rows:
+                for table in fitted_tables(
+                    stdout,
+                    "Worst step of each figure (value @ step)",
+                    [Col("configuration")],
+                    figures,
+                    worst_rows,
+                ):
+                    stdout.print(table)
+            if unchanged:
+                stdout.print(
+                    paragraph(
+                        f"No change at any step (left out above): {', '.join(map(printable, unchanged))}.",
+                        style="dim",
+                    )
+                )
     if "sweep" in document:
         sweep = document["sweep"]
-        table = Table(title=f"Sweep of {sweep['target']} (overall)", title_justify="left")
-        table.add_column("threshold", justify="right")
-        for label in COLUMNS.values():
-            table.add_column(label, justify="right")
-        for point in sweep["points"]:
-            table.add_row(point["threshold"], *(_cell(f, point["summary"].get(f)) for f in COLUMNS))
-        stdout.print(table)
-    for entry in presets:
-        emptied = entry["summary"]["fully_rejected_steps"]
-        if emptied:
-            listed = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
-            stderr.print(
-                f"[yellow]Warning:[/] {shown(entry['name'])} rejects every token of step(s) {listed}; "
-                "verl's loss has nothing to train on there."
-            )
+        rows = [
+            [point["threshold"], *(_cell(f, point["summary"].get(f)) for f in COLUMNS)]
+            for point in sweep["points"]
+        ]
+        for table in fitted_tables(
+            stdout,
+            f"Sweep of {sweep['target']} (overall)",
+            [Col("threshold", "right")],
+            figures,
+            rows,
+        ):
+            stdout.print(table)
+    if presets or "sweep" in document:
+        stdout.print(paragraph(LEGEND, style="dim"))
+    warn_fully_rejected(presets)
+
+
+def show_recommended(recommendation: dict[str, Any], recommended: set[str]) -> None:
+    """Which compared configuration ``rcdiag recommend`` picks, or why none is marked."""
+    choices = recommendation.get("choices") or []
+    if recommended:
+        line = f"{MARK} recommended for this dump (rcdiag recommend says why)."
+    elif choices:
+        line = (
+            f"rcdiag recommend picks a configuration not compared here: {choices[0]['name']} "
+            f"({choices[0]['title']})."
+        )
+    elif recommendation.get("dump_bug"):
+        line = (
+            f"No configuration is recommended: the dump shows a bug in how it was made "
+            f"({recommendation['dump_bug']}); rcdiag recommend says what to fix."
+        )
+    else:
+        line = " ".join(recommendation.get("notes") or [])
+    if line:
+        stdout.print(paragraph(printable(line), style="green" if recommended else ""))
+
+
+def warn_fully_rejected(presets: list[dict[str, Any]]) -> None:
+    """One warning for the configurations that reject every token of some steps."""
+    emptied = [(e["name"], e["summary"]["fully_rejected_steps"]) for e in presets]
+    listed = [
+        f"{shown(name)} (step{'s' if len(steps) > 1 else ''} {_steps_text(steps)})"
+        for name, steps in emptied
+        if steps
+    ]
+    if len(listed) == 1:
+        name, steps = next((n, st) for n, st in emptied if st)
+        stderr.print(
+            f"[yellow]Warning:[/] {shown(name)} rejects every token of step(s) "
+            f"{_steps_text(steps)}; verl's loss has nothing to train on there."
+        )
+    elif listed:
+        stderr.print(
+            "[yellow]Warning:[/] these configurations reject every token of some steps, where "
+            f"verl's loss has nothing to train on: {'; '.join(listed)}."
+        )
+
+
+def _steps_text(steps: list[int]) -> str:
+    """``9, 11–19``: consecutive steps as ranges.
+
+    Example:
+        >>> _steps_text([9, 11, 12, 13, 19]), _steps_text([4])
+        ('9, 11–13, 19', '4')
+    """
+    runs: list[list[int]] = []
+    for step in steps:
+        if runs and step == runs[-1][-1] + 1:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
+from rich.text import Text
 
 from rcdiag.commands._common import DebugOption, DialectOption, cli_errors, parse_dialect, stdout
+from rcdiag.commands._layout import Col, needed_width, new_table
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT
 
@@ -20,10 +21,18 @@ def presets(dialect: DialectOption = None, debug: DebugOption = False) -> None:
     """List the rollout-correction presets of a dialect, their parameters and purpose."""
     with cli_errors(debug):
         chosen = parse_dialect(dialect) or DEFAULT_DIALECT
-    table = Table(title=f"{chosen} presets", title_justify="left", show_lines=False)
-    table.add_column("preset")
-    table.add_column("purpose")
-    table.add_column("verl parameters (nulls and false omitted)")
-    for preset in PRESETS[chosen].values():
-        table.add_row(preset.name, preset.purpose, _parameters(dict(preset.config)))
+    rows = [
+        (preset.name, preset.purpose, _parameters(dict(preset.config)))
+        for preset in PRESETS[chosen].values()
+    ]
+    title = f"{chosen} presets (verl parameters; nulls and false omitted)"
+    wide = [Col("preset"), Col("purpose", wrap=True), Col("verl parameters")]
+    if needed_width(stdout, wide, rows) <= stdout.width:  # every parameter list on one line
+        table = new_table(title, wide)
+        for name, purpose, parameters in rows:
+            table.add_row(name, purpose, Text(parameters, style="dim"))
+    else:  # stacked: the parameters under the purpose, wrapped between parameters
+        table = new_table(title, [Col("preset"), Col("purpose and verl parameters", wrap=True)])
+        for name, purpose, parameters in rows:
+            table.add_row(name, Text.assemble(purpose, "\n", (parameters, "dim")))
     stdout.print(table)

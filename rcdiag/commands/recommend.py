@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.text import Text
 
 from rcdiag.commands._common import (
@@ -17,24 +20,65 @@ from rcdiag.commands._common import (
     cli_errors,
     outputs,
     reads_dump,
+    shown,
+    stderr,
     stdout,
     write_output,
     wrote,
 )
+from rcdiag.commands._layout import hanging, header_line, paragraph
 from rcdiag.commands._report_document import (
     FromOption,
     OptionalPaths,
     TopOption,
     load_or_compute,
 )
+from rcdiag.commands._terminal import CHI2_METRICS, CHI2_NOTE
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
+YamlOutput = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Also write the recommended configuration as verl YAML to this file (atomically). "
+        "Nothing is written when no configuration is recommended (a dump bug).",
+    ),
+]
 
-def _bullet(text: str, indent: int = 2) -> Text:
-    return Text(" " * indent + "• ") + Text(text)
+
+def _bullets(items: list[str], indent: int = 2) -> None:
+    if items:
+        stdout.print(hanging([("•", Text(printable(item))) for item in items], indent=indent))
+
+
+def _code(text: str) -> None:
+    """Code to copy (YAML, Python, overrides): never wrapped nor cut; YAML comments are re-wrapped
+    at the width."""
+    width = stdout.width
+    lines: list[str] = []
+    comment: list[str] = []
+    for line in text.rstrip("\n").splitlines():
+        if line.startswith("# "):
+            comment.append(line[2:])
+            continue
+        if comment:
+            lines += ["# " + c for c in textwrap.wrap(" ".join(comment), max(20, width - 2))]
+            comment = []
+        lines.append(line)
+    for line in lines:
+        stdout.print(Text(printable(line)), soft_wrap=True)
+
+
+def summary_line(choice: dict[str, Any], dialect: str) -> str:
+    """The recommended configuration in words a user can paste: its verl keys."""
+    from rcdiag.assess.snippets import key_line
+
+    return key_line(choice["config"], "legacy" if dialect == "legacy" else "latest")
 
 
 def show(document: dict[str, Any]) -> None:
@@ -44,19 +88,27 @@ def show(document: dict[str, Any]) -> None:
     source = document.get("source") or {}
     verdict = document.get("verdict") or {}
     rec = document.get("recommendation") or {}
+    dialect = str(document.get("dialect"))
     status = str(verdict.get("status"))
     paths = source.get("paths") or ["?"]
     where = printable(str(paths[0])) if len(paths) == 1 else f"{len(paths)} files"
     stdout.print(
-        Text.assemble(
-            ("rcdiag recommend", "bold"),
-            f" · {where} · dialect {document.get('dialect')} · {source.get('rows', 0):,} sequences · "
-            f"{source.get('valid_tokens', 0):,} valid tokens · {source.get('steps', 0)} steps",
+        header_line(
+            stdout,
+            "rcdiag recommend",
+            [
+                where,
+                f"dialect {printable(dialect)}",
+                f"{source.get('rows', 0):,} sequences",
+                f"{source.get('valid_tokens', 0):,} valid tokens",
+                f"{source.get('steps', 0)} steps",
+            ],
         )
     )
     stdout.print(
         Text.assemble(
-            (f"{status.upper()}: ", _STYLE.get(status, "bold")), verdict.get("headline", "")
+            (f"{status.upper()}: ", _STYLE.get(status, "bold")),
+            printable(str(verdict.get("headline", ""))),
         )
     )
     choices = rec.get("choices") or []
@@ -65,45 +117,71 @@ def show(document: dict[str, Any]) -> None:
         stdout.print(Text.assemble(("Note: ", "bold yellow"), notes.pop(0)))  # read this first
     if not choices:
         for note in notes:
-            stdout.print(Text(note))
+            stdout.print(Text(printable(note)))
         return
     best = choices[0]
     stdout.print(Text.assemble(("\nRecommended: ", "bold"), (best["name"], "bold cyan")))
-    stdout.print(Text("  " + best["title"]))
+    stdout.print(paragraph(Text(summary_line(best, dialect), style="cyan"), indent=2))
+    stdout.print(paragraph(best["title"], indent=2))
     if best.get("expected"):
-        stdout.print(Text("  " + expected_text(best["expected"]), style="dim"))
+        stdout.print(paragraph(expected_text(best["expected"]), indent=2, style="dim"))
     stdout.print(Text("Why (rules that fired, then the thresholds)", style="bold"))
-    for reason in best["reasons"]:
-        stdout.print(_bullet(reason))
+    _bullets(best["reasons"])
     stdout.print(Text("\nverl YAML", style="bold"))
-    stdout.print(Text(best["yaml"].rstrip("\n")))
+    _code(best["yaml"])
     stdout.print(Text("\nPython", style="bold"))
-    stdout.print(Text(best["python"]))
+    _code(best["python"])
     stdout.print(Text("\nCommand-line overrides", style="bold"))
-    stdout.print(Text(best["overrides"]))
+    _code(best["overrides"])
     if len(choices) > 1:
         stdout.print(Text("\nAlternatives", style="bold"))
         for i, choice in enumerate(choices[1:], start=2):
-            stdout.print(
-                Text.assemble(f"  {i}. ", (choice["name"], "cyan"), f" — {choice['title']}")
-            )
-            for reason in choice["reasons"]:
-                stdout.print(_bullet(reason, 5))
+            title = Text.assemble((choice["name"], "cyan"), f" — {choice['title']}")
+            stdout.print(hanging([(f"{i}.", title)]))
+            stdout.print(paragraph(Text(summary_line(choice, dialect), style="cyan"), indent=5))
+            _bullets(choice["reasons"], 5)
             if choice.get("expected"):
-                stdout.print(Text("     " + expected_text(choice["expected"]), style="dim"))
-            stdout.print(Text("     " + choice["python"].splitlines()[-1], style="dim"))
+                stdout.print(paragraph(expected_text(choice["expected"]), indent=5, style="dim"))
     if rec.get("avoid"):
         stdout.print(Text("\nNot recommended for this dump", style="bold"))
-        for group in rec["avoid"]:
-            names = ", ".join(p["name"] for p in group["presets"])
-            stdout.print(_bullet(f"{group['reason']}: {names}"))
+        _bullets(
+            [
+                f"{group['reason']}: {', '.join(p['name'] for p in group['presets'])}"
+                for group in rec["avoid"]
+            ]
+        )
+    overall = document.get("overall") or {}
+    if any((overall.get(name) or 0.0) < 0 for name in CHI2_METRICS):
+        notes.append(CHI2_NOTE)
     for note in notes:
-        stdout.print(Text.assemble(("\nNote: ", "bold yellow"), note))
+        stdout.print()
+        stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))
+
+
+def write_config(document: dict[str, Any], path: Path, quiet: bool) -> bool:
+    """Write the recommended configuration's verl YAML to ``path`` (atomically); when none is
+    recommended (a dump bug, no overall metrics), write nothing and say why. Returns whether it
+    wrote."""
+    rec = document.get("recommendation") or {}
+    choices = rec.get("choices") or []
+    if not choices:
+        if not quiet:
+            bug = rec.get("dump_bug")
+            why = (
+                f"the dump shows a bug in how it was made ({bug}): fix the dump, not the correction"
+                if bug
+                else "no configuration is recommended"
+            )
+            stderr.print(f"[yellow]Note:[/] nothing written to {shown(path)}: {shown(why)}.")
+        return False
+    write_output(path, choices[0]["yaml"])
+    return True
 
 
 @reads_dump
 def recommend(
     paths: OptionalPaths = None,
+    output: YamlOutput = None,
     from_json: FromOption = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
@@ -116,21 +194,26 @@ def recommend(
     """Recommend a rollout-correction configuration for a dump, with the verl config.
 
     Ranked choices, the reasons in plain words, and the verl YAML / Python preset call to paste
-    (the same advice as rcdiag report).
+    (the same advice as rcdiag report); -o writes the YAML to a file.
     """
     with cli_errors(debug):
-        written = outputs({"--json": json_path}, paths, {"--from": from_json})
+        written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        if "--json" in written:
-            write_output(written["--json"], document)
-        if not quiet:
-            from rcdiag.report.run import malformed_results
+        from rcdiag.report.run import malformed_results
 
-            with malformed_results(from_json):
+        with malformed_results(from_json):
+            wrote_config = "--output" in written and write_config(
+                document, written["--output"], quiet
+            )
+            if "--json" in written:
+                write_output(written["--json"], document)
+            if not quiet:
                 show(document)
     if quiet:
         return
+    if wrote_config:
+        wrote(written["--output"], ": the recommended verl configuration")
     if "--json" in written:
         wrote(written["--json"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from rcdiag.commands._common import (
     ALL_STEPS,
@@ -22,6 +23,7 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
+from rcdiag.commands._layout import paragraph
 from rcdiag.commands._report_document import (
     FromOption,
     OptionalPaths,
@@ -33,14 +35,23 @@ from rcdiag.metrics.profile import DEFAULT_TOP_K
 
 
 def headline(document: dict[str, Any]) -> str:
-    """One line: the verdict and the recommended configuration."""
+    """The verdict and its headline."""
     verdict = document.get("verdict") or {}
     word = {"healthy": "HEALTHY", "watch": "WATCH", "act": "ACT"}.get(
         str(verdict.get("status")), "NO VERDICT"
     )
+    return f"{word}: {verdict.get('headline', '')}"
+
+
+def advice(document: dict[str, Any]) -> tuple[str, str] | None:
+    """The recommended configuration: its name, and its verl keys (None when none is)."""
+    from rcdiag.assess.snippets import key_line
+
     choices = (document.get("recommendation") or {}).get("choices") or []
-    advice = f" → use {choices[0]['name']}" if choices else ""
-    return f"{word}: {verdict.get('headline', '')}{advice}"
+    if not choices:
+        return None
+    legacy = document.get("dialect") == "legacy"
+    return choices[0]["name"], key_line(choices[0]["config"], "legacy" if legacy else "latest")
 
 
 @reads_dump
@@ -78,9 +89,13 @@ def report(
             write_output(written["--json"], document)
     if quiet:
         return
-    stdout.print(printable(headline(document)), markup=False, highlight=False)
+    stdout.print(Text(printable(headline(document))))
+    use = advice(document)
+    if use is not None:
+        stdout.print(Text(f"→ use {printable(use[0])}"))
+        stdout.print(paragraph(Text(printable(use[1])), indent=2))
     if not (document.get("recommendation") or {}).get("measured", True):
-        stderr.print(f"note: {UNMEASURED_LINE}", markup=False)
+        stderr.print(Text(f"note: {UNMEASURED_LINE}"))
     wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
     if "--json" in written:
         wrote(written["--json"])

@@ -137,5 +137,6 @@ def synth(
     stdout.print(
         f"wrote {summary.rows:,} rows · {summary.valid_tokens:,} valid tokens · "
         f"{summary.steps} steps → {shown(summary.path)} "
-        f"({layout}, {summary.bytes / 1e6:.2f} MB)"
+        f"({layout}, {summary.bytes / 1e6:.2f} MB)",
+        soft_wrap=True,  # one line, whatever the length of the path
     )
