@@ -368,6 +368,24 @@ def test_summary_figures_by_hand() -> None:
     assert s["max_weight"] == pytest.approx(1.5)
 
 
+@pytest.mark.parametrize("summary_only", [False, True])
+def test_summary_of_a_row_level_rejection_by_hand(summary_only: bool) -> None:
+    # geometric-mean ρ per row: √3 ≈ 1.73, √0.25 = 0.5, 1.5; TIS weights ρ per token, C = 2
+    batch = _tiny([[math.log(3), 0.0], [math.log(0.25), 0.0], [math.log(1.5)]])
+    config = {"rollout_is": "token", "rollout_rs": "seq_mean_k1", "rollout_rs_threshold": 1.6}
+    named = [NamedConfig("c", config, parse_config(config, "latest"))]
+    comparison = PresetComparison([], named) if summary_only else PresetComparison(named)
+    comparison.update(batch)
+    s = comparison.summary("c")
+    # keeps rows with 1/1.6 ≤ geometric ρ ≤ 1.6: only row 2 (one token, weight 1.5)
+    assert s["kept_token_share"] == pytest.approx(1 / 5)
+    assert s["kept_sequence_share"] == pytest.approx(1 / 3)
+    assert s["rejected_sequence_share"] == pytest.approx(2 / 3)
+    assert s["weight_mass_removed"] == pytest.approx(0.0, abs=1e-12)
+    assert s["ess"] == pytest.approx(1.0)
+    assert s["max_weight"] == pytest.approx(1.5)
+
+
 def test_summary_without_rejection_counts_truncated_mass() -> None:
     batch = _tiny([[math.log(3), 0.0], [math.log(0.25)]])
     config = {
@@ -393,6 +411,12 @@ def test_summary_without_rejection_counts_truncated_mass() -> None:
         {"rollout_is": "sequence", "rollout_is_threshold": 3.0, "rollout_is_batch_normalize": True},
         {"rollout_is": "token", "rollout_rs": "token_k3", "rollout_rs_threshold": 0.01},
         {"rollout_rs": "seq_mean_k1", "rollout_rs_threshold": 1.01},
+        {
+            "rollout_is": "token",
+            "rollout_is_threshold": 1.5,
+            "rollout_rs": "seq_mean_k1,seq_max_k2",
+            "rollout_rs_threshold": "1.2,0.05",
+        },
     ],
 )
 def test_a_sweep_point_summarises_as_the_full_configuration(

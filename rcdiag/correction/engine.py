@@ -145,10 +145,7 @@ class TokenView:
         A statistic that is only ever summed (or maximised) per step needs no per-row value; it is
         reduced once per run, usually once per batch (docs/correction.md, "Streaming").
         """
-        steps = self.batch.steps
-        row_starts = np.flatnonzero(np.diff(steps, prepend=steps[:1] - 1))
-        bounds = np.append(row_starts, steps.size)
-        return self.offsets[bounds], steps[row_starts]
+        return self.offsets[self.row_runs], self.batch.steps[self.row_runs[:-1]]
 
     def run_sum(self, values: F64, weights: F64 | None = None) -> F64:
         """Σ values (· weights) over the tokens of each run."""
@@ -157,6 +154,26 @@ class TokenView:
             total = values.sum() if weights is None else np.dot(values, weights)
             return np.array([total], dtype=np.float64)
         return segment_sum(values if weights is None else values * weights, token_offsets)
+
+    @cached_property
+    def row_runs(self) -> I64:
+        """The first row of each run (:attr:`runs`), and the number of rows at the end."""
+        steps = self.batch.steps
+        return np.append(np.flatnonzero(np.diff(steps, prepend=steps[:1] - 1)), steps.size)
+
+    def run_row_sum(self, per_row: F64) -> F64:
+        """Σ of a per-row value over the rows of each run."""
+        return np.add.reduceat(per_row, self.row_runs[:-1]) if per_row.size else np.zeros(0)
+
+    def run_row_max(self, per_row: F64) -> F64:
+        """The largest per-row value of each run."""
+        return np.maximum.reduceat(per_row, self.row_runs[:-1]) if per_row.size else np.zeros(0)
+
+    def row_max(self, token_values: F64) -> F64:
+        """Each row's largest value over all its positions (−inf for an empty row), once per
+        array and batch."""
+        key = ("row_max", id(token_values))
+        return self.memo(key, lambda: (token_values, segment_max(token_values, self.offsets)))[1]
 
     def run_max(self, values: F64, weights: F64 | None = None) -> F64:
         """The largest value (· weights) of each run (−inf for a run without tokens); ``values``
@@ -502,7 +519,8 @@ class Rejection(Component):
             row = view.row_mean(k)
         else:
             row = np.where(view.nonempty, view.valid_max(k), 0.0)
-        return Judged(view.broadcast(accepted(row)) | ~view.mask, row_statistic=row)
+        row_keep = accepted(row)
+        return Judged(view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep)
 
     def row_stats(self, view: TokenView) -> RowStats:
         judged = self.judge(view)
@@ -692,6 +710,27 @@ def rejects(plan: CorrectionPlan) -> bool:
     )
 
 
+def plan_row_keep(view: TokenView, plan: CorrectionPlan) -> Bool | None:
+    """Which rows the configuration keeps whole, when every rule of it judges whole rows
+    (sequence-level criteria, legacy sequence/geometric RS, the veto); None when one judges tokens.
+    """
+
+    def combine() -> Bool | None:
+        rules: list[Judged] = [Rejection(c).judge(view) for c in plan.criteria]
+        if plan.legacy_rejection is not None:
+            rules.append(LegacyRejectionRule(plan.legacy_rejection).judge(view))
+        keep = np.ones(view.offsets.size - 1, dtype=bool)
+        for judged in rules:
+            if judged.row_keep is None:
+                return None
+            keep &= judged.row_keep
+        if plan.veto_threshold is not None:
+            keep &= Veto(plan.veto_threshold).catastrophic(view) == 0
+        return keep
+
+    return view.memo(("row_keep", _rejection_key(plan)), combine)
+
+
 def plan_keep(view: TokenView, plan: CorrectionPlan) -> Bool:
     """The combined keep mask: every criterion (and, legacy, RS × veto) must keep a position."""
 
@@ -744,8 +783,12 @@ class Outcome(Component):
         return view.memo(("kept_weights", _rejection_key(self.plan)), weights)
 
     def row_stats(self, view: TokenView) -> RowStats:
-        keep = self._kept_weights(view)
-        kept = view.n if keep is None else view.row_sum(keep)
+        row_keep = plan_row_keep(view, self.plan) if rejects(self.plan) else None
+        if row_keep is not None:  # whole rows kept or rejected: no pass over the tokens
+            kept = np.where(row_keep, view.n, 0.0)
+        else:
+            keep = self._kept_weights(view)
+            kept = view.n if keep is None else view.row_sum(keep)
         rejected = view.n - kept
         return {
             "rejected": rejected,
@@ -756,6 +799,9 @@ class Outcome(Component):
 
     def run_stats(self, view: TokenView) -> dict[str, F64]:
         plan = self.plan
+        row_keep = plan_row_keep(view, plan) if rejects(plan) else None
+        if row_keep is not None:
+            return self._row_kept_sums(view, row_keep)
         keep = self._kept_weights(view)
         if plan.importance is None:  # every kept token has weight 1
             kept = view.run_sum(view.mask_weights if keep is None else keep)
@@ -784,6 +830,29 @@ class Outcome(Component):
 
         rejection = _rejection_key(plan) if keep is not None else None
         return view.memo(("kept_sums", weights_key, rejection), kept_sums)
+
+    def _row_kept_sums(self, view: TokenView, row_keep: Bool) -> dict[str, F64]:
+        """The kept sums when whole rows are kept or rejected: per-row sums of the weights
+        (shared by every configuration with those weights) restricted to the kept rows."""
+        kept_rows = row_keep.astype(np.float64)
+        kept = view.run_row_sum(view.n * kept_rows)
+        if self.plan.importance is None:
+            ones = np.where(kept > 0, 1.0, -np.inf)
+            return {
+                "kept_raw": kept,
+                "kept_applied": kept,
+                "kept_applied_sq": kept,
+                "kept_applied_max": ones,
+            }
+        weights = Importance(self.plan.importance, self.plan.dialect).weights(view)
+        applied = weights.applied
+        return {
+            "kept_raw": view.run_row_sum(view.row_sum(weights.raw) * kept_rows),
+            "kept_applied": view.run_row_sum(view.row_sum(applied) * kept_rows),
+            "kept_applied_sq": view.run_row_sum(view.row_sum(view.squares(applied)) * kept_rows),
+            # a rejected row keeps no weight: maximum 0, as on the token path
+            "kept_applied_max": view.run_row_max(np.where(row_keep, view.row_max(applied), 0.0)),
+        }
 
     def metrics(self, get: Getter) -> Metrics:
         if not self.plan.criteria:
