@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from rcdiag.commands._common import shown, stderr, stdout
+from rcdiag.model import Diagnosis, SourceInfo
 from rcdiag.pipeline import Progress as RowsRead
-from rcdiag.results import empty_steps
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""
@@ -29,17 +28,16 @@ def status_text(status: str | None) -> str:
     return f"[{STATUS_STYLE.get(status, 'dim')}]{status}[/]"
 
 
-def show_diagnosis(diagnosis: Mapping[str, Any]) -> None:
+def show_diagnosis(diagnosis: Diagnosis) -> None:
     """The verdict, then each cause: what it is, the numbers, what to do."""
-    verdict = diagnosis["verdict"]
+    verdict = diagnosis.verdict
     stdout.print(f"[{STATUS_STYLE[verdict]}]Verdict: {VERDICT_WORDS[verdict]}[/]")
-    for cause in diagnosis["causes"]:
-        kind = "dump bug" if cause["kind"] == "dump_bug" else "mismatch"
+    for cause in diagnosis.causes:
+        kind = "dump bug" if cause.kind == "dump_bug" else "mismatch"
         stdout.print(
-            f"  {status_text(cause['severity'])} [bold]{cause['id']}[/] ({kind}): "
-            f"{shown(cause['summary'])}"
+            f"  {status_text(cause.severity)} [bold]{cause.id}[/] ({kind}): {shown(cause.summary)}"
         )
-        stdout.print(f"      [dim]→[/] {shown(cause['advice'])}")
+        stdout.print(f"      [dim]→[/] {shown(cause.advice)}")
 
 
 @contextlib.contextmanager
@@ -63,25 +61,24 @@ def progress_bar(quiet: bool) -> Iterator[RowsRead]:
         yield advance
 
 
-def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
+def warn_about_input(source: SourceInfo, quiet: bool) -> None:
     """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
     that cannot be log-probs."""
     if quiet:
         return
-    source = document["source"]
-    for s in empty_steps(document):
+    for s in source.empty_steps:
         stderr.print(
             f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
             "(verl would raise on this batch); the other steps are analysed."
         )
-    if source["dropped_nonfinite"]:
+    if source.dropped_nonfinite:
         stderr.print(
-            f"[yellow]Note:[/] masked {source['dropped_nonfinite']} non-finite "
+            f"[yellow]Note:[/] masked {source.dropped_nonfinite} non-finite "
             "log-probs at valid positions (--drop-nonfinite)."
         )
-    if source.get("positive_log_probs"):
+    if source.positive_log_probs:
         stderr.print(
-            f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
-            f"(first: {shown(source['first_positive_log_prob'])}); a log-probability "
+            f"[yellow]Warning:[/] {source.positive_log_probs:,} valid log-probs are > 0 "
+            f"(first: {shown(source.first_positive_log_prob)}); a log-probability "
             "cannot be positive: are these logits, or the wrong columns?"
         )

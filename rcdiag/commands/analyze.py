@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -31,6 +32,7 @@ from rcdiag.commands._common import (
 from rcdiag.commands._terminal import progress_bar, show_diagnosis, status_text, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
+from rcdiag.model import AnalysisResult, StepResult
 from rcdiag.results import DumpSpec, analyze_dump
 
 STEP_TABLE_ROWS = 40
@@ -79,7 +81,7 @@ def analyze(
         else:
             document = run_with_progress(spec, options, quiet)
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], document.to_json())
     if not quiet:
         show(document)
         if "--json" in written:
@@ -88,57 +90,57 @@ def analyze(
             wrote(written["--html"], ": open it in a browser")
 
 
-def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> dict[str, Any]:
+def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> AnalysisResult:
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
-        document = analyze_dump(spec, options, advance)
-    warn_about_input(document, quiet)
-    return document
+        result = analyze_dump(spec, options, advance)
+    warn_about_input(result.source, quiet)
+    return result
 
 
 def run_report_with_progress(
     spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool
-) -> dict[str, Any]:
-    """Analyse and write the HTML report from the same pass; returns the analyze document."""
+) -> AnalysisResult:
+    """Analyse and write the HTML report from the same pass; returns the analyze result."""
     from rcdiag.report.render import write_html
     from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
 
     report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
     with progress_bar(quiet) as advance:
         full = build_report_document(spec, report_options, advance)
-    write_html(html, full)
-    document = analyze_part(full)
-    warn_about_input(document, quiet)
-    return document
+    write_html(html, full.to_json())
+    result = analyze_part(full)
+    warn_about_input(result.source, quiet)
+    return result
 
 
-def show(document: dict[str, Any]) -> None:
+def show(result: AnalysisResult) -> None:
     """The terminal view: source line, diagnosis, overall metrics with statuses, per-step table."""
-    source = document["source"]
+    source = result.source
     stdout.print(
-        f"[bold]rcdiag analyze[/] · dialect {document['dialect']} · {source['rows']:,} rows · "
-        f"{source['valid_tokens']:,} valid tokens · {source['steps']} steps · "
-        f"{len(source['paths'])} file(s)"
+        f"[bold]rcdiag analyze[/] · dialect {result.dialect} · {source.rows:,} rows · "
+        f"{source.valid_tokens:,} valid tokens · {source.steps} steps · "
+        f"{len(source.paths)} file(s)"
     )
-    show_diagnosis(document["diagnosis"])
-    judged = {c["metric"]: c for c in document["checks"]}
+    show_diagnosis(result.diagnosis)
+    judged = {c.metric: c for c in result.checks}
     table = Table(title="Overall (whole dump as one batch)", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("status")
-    for name, value in document["overall"].items():
+    for name, value in result.overall.items():
         check = judged.get(name)
         status = ""
         if check is not None:
-            status = status_text(check["status"])
-            if check["band"]:
-                status += f" [dim]({check['band']})[/]"
+            status = status_text(check.status)
+            if check.band:
+                status += f" [dim]({check.band})[/]"
         table.add_row(name, fmt(value), status)
     stdout.print(table)
-    stdout.print(step_table(document["steps"]))
+    stdout.print(step_table(result.steps))
 
 
-def step_table(steps: list[dict[str, Any]]) -> Table:
+def step_table(steps: Sequence[StepResult]) -> Table:
     """One row per step, or per range of consecutive steps (means; worst verdict) when many."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
     title = "Per step" if group == 1 else f"Per step (groups of {group} steps: means, worst status)"
@@ -151,19 +153,17 @@ def step_table(steps: list[dict[str, Any]]) -> Table:
     table.add_column("status")
     for start in range(0, len(steps), group):
         chunk = steps[start : start + group]
-        label = (
-            str(chunk[0]["step"]) if len(chunk) == 1 else f"{chunk[0]['step']}–{chunk[-1]['step']}"
-        )
+        label = str(chunk[0].step) if len(chunk) == 1 else f"{chunk[0].step}–{chunk[-1].step}"
         values = []
         for name in STEP_COLUMNS:
-            present = [s["metrics"][name] for s in chunk if s["metrics"].get(name) is not None]
+            present = [v for s in chunk if (v := s.metrics.get(name)) is not None]
             values.append(fmt(sum(present) / len(present)) if present else "–")
-        statuses = [c.status for s in chunk for c in judge(s["metrics"])]
-        status = worst(statuses) if any(s["valid_tokens"] for s in chunk) else "empty"
+        statuses = [c.status for s in chunk for c in judge(s.metrics)]
+        status = worst(statuses) if any(s.valid_tokens for s in chunk) else "empty"
         table.add_row(
             label,
-            f"{sum(s['rows'] for s in chunk):,}",
-            f"{sum(s['valid_tokens'] for s in chunk):,}",
+            f"{sum(s.rows for s in chunk):,}",
+            f"{sum(s.valid_tokens for s in chunk):,}",
             *values,
             status_text(status),
         )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -33,6 +34,7 @@ from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
+from rcdiag.model import ComparisonResult, ConfigurationResult
 from rcdiag.results import compare_dump
 
 COLUMNS: dict[str, str] = {
@@ -126,9 +128,9 @@ def compare_presets(
         spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
             document = compare_dump(spec, configs, chosen, planned_sweep, advance)
-        warn_about_input(document, quiet)
+        warn_about_input(document.source, quiet)
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], document.to_json())
     if quiet:
         return
     show(document, sort)
@@ -159,9 +161,9 @@ def _cell(figure: str, value: float | None) -> str:
     return f"{100 * value:.2f}%" if figure in PERCENT else fmt(value)
 
 
-def _sort_key(figure: str) -> Any:
-    def key(entry: dict[str, Any]) -> float:
-        value = entry["summary"].get(figure)
+def _sort_key(figure: str) -> Callable[[ConfigurationResult], float]:
+    def key(entry: ConfigurationResult) -> float:
+        value = entry.summary.get(figure)
         if value is None or math.isnan(value):
             return math.inf
         return value if figure not in WORSE_WHEN_LOWER else -value
@@ -169,7 +171,7 @@ def _sort_key(figure: str) -> Any:
     return key
 
 
-def worst_step_table(presets: list[dict[str, Any]]) -> Table:
+def worst_step_table(presets: Sequence[ConfigurationResult]) -> Table:
     """For each configuration and figure, its worst step: value @ step."""
     table = Table(title="Worst step of each figure (value @ step)", title_justify="left")
     table.add_column("configuration")
@@ -178,22 +180,20 @@ def worst_step_table(presets: list[dict[str, Any]]) -> Table:
     for entry in presets:
         cells = []
         for figure in COLUMNS:
-            worst = entry["summary"]["worst_steps"].get(figure)
-            cells.append(
-                "–" if worst is None else f"{_cell(figure, worst['value'])} @{worst['step']}"
-            )
-        table.add_row(shown(entry["name"]), *cells)
+            worst = entry.worst_steps.get(figure)
+            cells.append("–" if worst is None else f"{_cell(figure, worst.value)} @{worst.step}")
+        table.add_row(shown(entry.name), *cells)
     return table
 
 
-def show(document: dict[str, Any], sort: str | None) -> None:
+def show(document: ComparisonResult, sort: str | None) -> None:
     """One row per configuration, then the sweep, then warnings."""
-    source = document["source"]
+    source = document.source
     stdout.print(
-        f"[bold]rcdiag compare-presets[/] · dialect {document['dialect']} · {source['rows']:,} rows "
-        f"· {source['valid_tokens']:,} valid tokens · {source['steps']} steps"
+        f"[bold]rcdiag compare-presets[/] · dialect {document.dialect} · {source.rows:,} rows "
+        f"· {source.valid_tokens:,} valid tokens · {source.steps} steps"
     )
-    presets = document["presets"]
+    presets = document.presets
     if presets:
         ordered = sorted(presets, key=_sort_key(sort)) if sort else presets
         table = Table(title="Configurations (overall)", title_justify="left")
@@ -201,25 +201,25 @@ def show(document: dict[str, Any], sort: str | None) -> None:
         for label in COLUMNS.values():
             table.add_column(label, justify="right")
         for entry in ordered:
-            summary = entry["summary"]
-            table.add_row(shown(entry["name"]), *(_cell(f, summary.get(f)) for f in COLUMNS))
+            summary = entry.summary
+            table.add_row(shown(entry.name), *(_cell(f, summary.get(f)) for f in COLUMNS))
         stdout.print(table)
-        if source["steps"] > 1:
+        if source.steps > 1:
             stdout.print(worst_step_table(ordered))
-    if "sweep" in document:
-        sweep = document["sweep"]
-        table = Table(title=f"Sweep of {sweep['target']} (overall)", title_justify="left")
+    if document.sweep is not None:
+        sweep = document.sweep
+        table = Table(title=f"Sweep of {sweep.target} (overall)", title_justify="left")
         table.add_column("threshold", justify="right")
         for label in COLUMNS.values():
             table.add_column(label, justify="right")
-        for point in sweep["points"]:
-            table.add_row(point["threshold"], *(_cell(f, point["summary"].get(f)) for f in COLUMNS))
+        for point in sweep.points:
+            table.add_row(point.threshold, *(_cell(f, point.summary.get(f)) for f in COLUMNS))
         stdout.print(table)
     for entry in presets:
-        emptied = entry["summary"]["fully_rejected_steps"]
+        emptied = entry.fully_rejected_steps
         if emptied:
             listed = ", ".join(map(str, emptied[:10])) + (" …" if len(emptied) > 10 else "")
             stderr.print(
-                f"[yellow]Warning:[/] {shown(entry['name'])} rejects every token of step(s) {listed}; "
+                f"[yellow]Warning:[/] {shown(entry.name)} rejects every token of step(s) {listed}; "
                 "verl's loss has nothing to train on there."
             )

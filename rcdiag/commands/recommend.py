@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 
 from rcdiag.commands._common import (
@@ -29,6 +27,7 @@ from rcdiag.commands._report_document import (
 )
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.model import ReportDocument
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
@@ -37,21 +36,21 @@ def _bullet(text: str, indent: int = 2) -> Text:
     return Text(" " * indent + "• ") + Text(text)
 
 
-def show(document: dict[str, Any]) -> None:
+def show(document: ReportDocument) -> None:
     """The recommendation on the terminal: verdict, findings, choices with reasons, config."""
     from rcdiag.assess.recommend import expected_text
 
-    source = document.get("source") or {}
-    verdict = document.get("verdict") or {}
-    rec = document.get("recommendation") or {}
+    source = document.source
+    verdict = document.verdict or {}
+    rec = document.recommendation or {}
     status = str(verdict.get("status"))
-    paths = source.get("paths") or ["?"]
+    paths = source.paths or ("?",)
     where = printable(str(paths[0])) if len(paths) == 1 else f"{len(paths)} files"
     stdout.print(
         Text.assemble(
             ("rcdiag recommend", "bold"),
-            f" · {where} · dialect {document.get('dialect')} · {source.get('rows', 0):,} sequences · "
-            f"{source.get('valid_tokens', 0):,} valid tokens · {source.get('steps', 0)} steps",
+            f" · {where} · dialect {document.dialect} · {source.rows:,} sequences · "
+            f"{source.valid_tokens:,} valid tokens · {source.steps} steps",
         )
     )
     stdout.print(
@@ -124,7 +123,7 @@ def recommend(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], document.to_json())
         if not quiet:
             from rcdiag.report.run import malformed_results
 

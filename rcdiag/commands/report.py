@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -30,15 +30,16 @@ from rcdiag.commands._report_document import (
 )
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.model import ReportDocument
 
 
-def headline(document: dict[str, Any]) -> str:
+def headline(document: ReportDocument) -> str:
     """One line: the verdict and the recommended configuration."""
-    verdict = document.get("verdict") or {}
+    verdict = document.verdict or {}
     word = {"healthy": "HEALTHY", "watch": "WATCH", "act": "ACT"}.get(
         str(verdict.get("status")), "NO VERDICT"
     )
-    choices = (document.get("recommendation") or {}).get("choices") or []
+    choices = (document.recommendation or {}).get("choices") or []
     advice = f" → use {choices[0]['name']}" if choices else ""
     return f"{word}: {verdict.get('headline', '')}{advice}"
 
@@ -72,14 +73,15 @@ def report(
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
+        data = document.to_json()
         with malformed_results(from_json):
-            size = write_html(written["--output"], document)
+            size = write_html(written["--output"], data)
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], data)
     if quiet:
         return
     stdout.print(printable(headline(document)), markup=False, highlight=False)
-    if not (document.get("recommendation") or {}).get("measured", True):
+    if not (document.recommendation or {}).get("measured", True):
         stderr.print(f"note: {UNMEASURED_LINE}", markup=False)
     wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
     if "--json" in written:
