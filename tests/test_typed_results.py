@@ -419,3 +419,27 @@ def test_baselines_name_the_wrong_field(case: str) -> None:
 def test_a_baseline_that_is_not_an_object() -> None:
     with pytest.raises(InputError, match=r"^b.json: not a baseline \(expected a JSON object\)$"):
         Baseline.from_json([1, 2], source="b.json")
+
+
+# --- documentation -------------------------------------------------------------------------------
+
+
+def test_every_public_class_and_field_is_documented() -> None:
+    import dataclasses
+    import inspect
+
+    import rcdiag.model
+
+    docs = (ROOT / "docs" / "report.md").read_text()
+    classes = [
+        obj
+        for name in rcdiag.model.__all__
+        if inspect.isclass(obj := getattr(rcdiag.model, name)) and dataclasses.is_dataclass(obj)
+    ]
+    assert len(classes) >= 18
+    for cls in classes:
+        assert f"`{cls.__name__}`" in docs, f"docs/report.md does not name {cls.__name__}"
+        text = inspect.getdoc(cls) or ""
+        for field in dataclasses.fields(cls):
+            assert field.name in text, f"{cls.__name__}.{field.name} is not documented"
+        assert hasattr(cls, "to_json") and hasattr(cls, "from_json"), cls.__name__

@@ -35,7 +35,12 @@ _SUMMARY_LISTS = ("worst_steps", "fully_rejected_steps")
 
 @dataclass(frozen=True)
 class WorstStep(JsonRecord):
-    """Where a comparison figure is worst: the step, and the figure's value there."""
+    """Where a comparison figure is worst.
+
+    Attributes:
+        step: the step where it is worst.
+        value: the figure's value there.
+    """
 
     step: int
     value: Number
@@ -162,7 +167,13 @@ class ConfigurationResult(JsonRecord):
 
 @dataclass(frozen=True)
 class SweepPoint(JsonRecord):
-    """One grid point of a sweep: the threshold as written, the configuration, its figures."""
+    """One grid point of a sweep.
+
+    Attributes:
+        threshold: the swept threshold as written in the grid (``1.001``).
+        config: the complete configuration of the point.
+        summary: rcdiag's comparison figures of that configuration over the whole dump.
+    """
 
     threshold: str
     config: Config

@@ -15,8 +15,12 @@ from rcdiag.model.fields import Field, JsonRecord, Number, safe_number, safe_num
 
 @dataclass(frozen=True)
 class Histogram(JsonRecord):
-    """Counts per bin of the profile's ``histogram_edges`` (one more count than edges), and their
-    total."""
+    """One histogram on the profile's ``histogram_edges``.
+
+    Attributes:
+        counts: values per bin (one more bin than edges: bin j holds e_(j−1) ≤ x < e_j).
+        total: their sum.
+    """
 
     counts: tuple[int, ...]
     total: int
