@@ -21,13 +21,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 from planted import CAUSES, VARIANTS, write_planted  # noqa: E402
 
 from rcdiag.analysis import AnalyzeOptions  # noqa: E402
+from rcdiag.model import Diagnosis  # noqa: E402
 from rcdiag.results import DumpSpec, analyze_dump  # noqa: E402
 
 NOISES = (0.01, 0.05, 0.1, 0.3)
 
 
-def diagnosis(path: Path) -> dict:
-    return analyze_dump(DumpSpec([path]), AnalyzeOptions())["diagnosis"]
+def diagnosis(path: Path) -> Diagnosis:
+    return analyze_dump(DumpSpec([path]), AnalyzeOptions()).diagnosis
 
 
 def main() -> None:
@@ -45,10 +46,10 @@ def main() -> None:
                 path = write_planted(
                     root / f"{variant}-{noise}-{seed}", variant, 1000 + seed, noise=noise
                 )
-                found = diagnosis(path)["causes"]
-                bugs = [c["id"] for c in found if c["kind"] == "dump_bug"]
+                found = diagnosis(path).causes
+                bugs = [c.id for c in found if c.kind == "dump_bug"]
                 want = CAUSES[variant]
-                right += (not bugs) if want is None else want in [c["id"] for c in found]
+                right += (not bugs) if want is None else want in [c.id for c in found]
                 wrong += any(b != want for b in bugs)
             cells.append(f"{right}/{args.seeds}" + (f" ({wrong} wrong)" if wrong else ""))
         print(f"| {variant} | {' | '.join(cells)} |", flush=True)
@@ -65,8 +66,8 @@ def main() -> None:
     ]
     for path in samples:
         found = diagnosis(path)
-        causes = ", ".join(f"{c['id']} ({c['severity']})" for c in found["causes"]) or "–"
-        print(f"| {path.relative_to(ROOT)} | {found['verdict']} | {causes} |", flush=True)
+        causes = ", ".join(f"{c.id} ({c.severity})" for c in found.causes) or "–"
+        print(f"| {path.relative_to(ROOT)} | {found.verdict} | {causes} |", flush=True)
 
 
 if __name__ == "__main__":

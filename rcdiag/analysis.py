@@ -25,6 +25,7 @@ from rcdiag.metrics.offpolicy import (
 )
 from rcdiag.metrics.ragged import F64, RaggedBatch
 from rcdiag.metrics.sketch import QuantileSketch
+from rcdiag.model.analysis import StepResult
 
 Metrics = dict[str, float | None]
 
@@ -53,16 +54,6 @@ class AnalyzeOptions:
     @property
     def legacy_veto(self) -> bool | None:
         return None if self.dialect == "latest" else self.veto_threshold is not None
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """Metrics of one training step (one verl batch)."""
-
-    step: int
-    rows: int
-    valid_tokens: int
-    metrics: Metrics
 
 
 class OffPolicyAnalysis:

@@ -1,18 +1,16 @@
-"""The serializable results of a pass over a dump (docs/report.md, "Results JSON").
+"""The typed results of a pass over a dump (:mod:`rcdiag.model`; docs/report.md, "Results JSON").
 
-The JSON documents built here from a :class:`~rcdiag.pipeline.Pass` are the one thing the terminal
-view, the HTML report and CI checks read.
+The results built here from a :class:`~rcdiag.pipeline.Pass` are the one thing the terminal view,
+the HTML report and CI checks read; their ``to_json()`` is what ``--json`` writes.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis, StepResult
 from rcdiag.assess.diagnosis import Diagnosis, diagnose
 from rcdiag.assess.observations import Observations
@@ -24,11 +22,36 @@ from rcdiag.errors import InputError
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.trend import detect_trend
+from rcdiag.model import (
+    AnalysisResult,
+    ComparisonResult,
+    ConfigurationResult,
+    PresetStep,
+    RunOptions,
+    SourceInfo,
+    SweepPoint,
+    SweepResult,
+    WorstStep,
+    json_safe,
+)
 from rcdiag.pipeline import DumpSpec, Pass, Progress, Request, run
 
+__all__ = [
+    "DumpSpec",
+    "analysis_result",
+    "analyze_dump",
+    "compare_and_recommend",
+    "compare_dump",
+    "comparison_result",
+    "configuration_result",
+    "json_safe",
+    "source_info",
+    "sweep_result",
+]
 
-def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict[str, Any]:
-    """The ``source`` object of every result document, from the per-step row statistics.
+
+def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> SourceInfo:
+    """The ``source`` of every result, from the per-step row statistics.
 
     Raises:
         InputError: the dump (or the selected steps) holds no row or no valid token.
@@ -46,58 +69,50 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> dict
             f"{where}: no valid token{selected} (every response_mask position is 0); "
             "verl would raise 'response_mask must contain at least one valid token'"
         )
-    return {
-        "paths": [str(f.path) for f in reader.files],
-        "rows": int(totals["rows"]),
-        "tokens": int(totals["positions"]),
-        "valid_tokens": int(totals["valid_tokens"]),
-        "steps": int(steps.size),
-        "empty_steps": steps[valid_tokens == 0].tolist(),
-        "dropped_nonfinite": reader.dropped_nonfinite,
-        "positive_log_probs": reader.positive_log_probs,
-        "first_positive_log_prob": reader.first_positive,
-    }
-
-
-def header(dialect: str) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "rcdiag_version": __version__, "dialect": dialect}
+    return SourceInfo(
+        paths=tuple(str(f.path) for f in reader.files),
+        rows=int(totals["rows"]),
+        tokens=int(totals["positions"]),
+        valid_tokens=int(totals["valid_tokens"]),
+        steps=int(steps.size),
+        empty_steps=tuple(steps[valid_tokens == 0].tolist()),
+        dropped_nonfinite=reader.dropped_nonfinite,
+        positive_log_probs=reader.positive_log_probs,
+        first_positive_log_prob=reader.first_positive,
+    )
 
 
 def analyze_dump(
     dump: DumpSpec, options: AnalyzeOptions, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Read the dump once and return the ``rcdiag analyze`` JSON document.
+) -> AnalysisResult:
+    """Read the dump once and return the ``rcdiag analyze`` result.
 
     Raises:
         InputError: unreadable input, or a dump (or step selection) without any valid token.
     """
-    return analysis_document(run(dump, Request(options), progress))
+    return analysis_result(run(dump, Request(options), progress))
 
 
-def analysis_document(done: Pass) -> dict[str, Any]:
-    """The ``rcdiag analyze`` document of a finished pass."""
+def analysis_result(done: Pass) -> AnalysisResult:
+    """The ``rcdiag analyze`` result of a finished pass."""
     dump, reader, analysis = done.dump, done.reader, done.analysis
     options = analysis.options
     source = source_info(dump, reader, analysis.stats)
-    overall = analysis.overall()
     steps = analysis.step_results()
     statuses, diagnosis = assess(analysis, steps, reader.positive_log_probs)
-    return {
-        **header(options.dialect),
-        "source": source,
-        "options": {
-            "veto_threshold": options.veto_threshold,
-            "effective_veto_threshold": options.effective_veto_threshold,
-            "selected_steps": None if dump.selection.is_everything else [s.step for s in steps],
-        },
-        "overall": overall,
-        "steps": [
-            {"step": s.step, "rows": s.rows, "valid_tokens": s.valid_tokens, "metrics": s.metrics}
-            for s in steps
-        ],
-        "checks": [status.to_json() for status in statuses],
-        "diagnosis": diagnosis.to_json(),
-    }
+    return AnalysisResult(
+        dialect=options.dialect,
+        source=source,
+        options=RunOptions(
+            veto_threshold=options.veto_threshold,
+            effective_veto_threshold=options.effective_veto_threshold,
+            selected_steps=None if dump.selection.is_everything else tuple(s.step for s in steps),
+        ),
+        overall=analysis.overall(),
+        steps=tuple(steps),
+        checks=tuple(statuses),
+        diagnosis=diagnosis,
+    )
 
 
 DRIFT_ALPHA = 0.01
@@ -132,29 +147,58 @@ def assess(
 
 
 def configuration_result(
-    comparison: PresetComparison, named: NamedConfig, per_step_metrics: bool = True
-) -> dict[str, Any]:
-    """One entry of a compare-presets document's ``presets`` (docs/report.md); without
-    ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller documents)."""
-    steps = comparison.steps()
-    step_summaries = [(s, comparison.summary(named.name, s)) for s in steps]
-    summary: dict[str, Any] = dict(comparison.summary(named.name))
-    summary["worst_steps"] = worst_steps(step_summaries)
-    summary["fully_rejected_steps"] = [
-        s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
-    ]
-    return {
-        "name": named.name,
-        "config": dict(named.config),
-        "overall": comparison.metrics(named.name),
-        "summary": summary,
-        "steps": [
-            {"step": s, "metrics": comparison.metrics(named.name, s), "summary": fig}
-            if per_step_metrics
-            else {"step": s, "summary": fig}
+    comparison: PresetComparison,
+    named: NamedConfig,
+    per_step_metrics: bool = True,
+    purpose: str | None = None,
+) -> ConfigurationResult:
+    """What one configuration would do (an entry of a comparison's ``presets``, docs/report.md);
+    without ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller
+    documents); ``purpose``: the preset's, for the report."""
+    step_summaries = [(s, comparison.summary(named.name, s)) for s in comparison.steps()]
+    worst = worst_steps(step_summaries)
+    return ConfigurationResult(
+        name=named.name,
+        purpose=purpose,
+        config=dict(named.config),
+        overall=comparison.metrics(named.name),
+        summary=comparison.summary(named.name),
+        worst_steps={
+            figure: None if w is None else WorstStep(step=w["step"], value=w["value"])
+            for figure, w in worst.items()
+        },
+        fully_rejected_steps=tuple(
+            s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
+        ),
+        steps=tuple(
+            PresetStep(
+                step=s,
+                summary=fig,
+                metrics=comparison.metrics(named.name, s) if per_step_metrics else None,
+            )
             for s, fig in step_summaries
-        ],
-    }
+        ),
+    )
+
+
+def sweep_result(
+    comparison: PresetComparison,
+    target: str,
+    thresholds: Sequence[str],
+    configs: Sequence[NamedConfig],
+    key: str | None = None,
+    title: str | None = None,
+) -> SweepResult:
+    """The overall figures of each grid point of a sweep evaluated in the comparison's pass."""
+    return SweepResult(
+        target=target,
+        points=tuple(
+            SweepPoint(threshold=t, config=dict(c.config), summary=comparison.summary(c.name))
+            for t, c in zip(thresholds, configs, strict=True)
+        ),
+        key=key,
+        title=title,
+    )
 
 
 def compare_dump(
@@ -163,15 +207,15 @@ def compare_dump(
     dialect: Dialect,
     sweep: Sweep | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Read the dump once and return the ``rcdiag compare-presets`` JSON document.
+) -> ComparisonResult:
+    """Read the dump once and return the ``rcdiag compare-presets`` result.
 
     Sweep points, when asked for, are evaluated in the same pass and listed under ``sweep``.
     """
     request = Request(
         AnalyzeOptions(dialect=dialect), configs, summary_only=sweep.configs if sweep else ()
     )
-    return comparison_document(run(dump, request, progress), configs, sweep)
+    return comparison_result(run(dump, request, progress), configs, sweep)
 
 
 def compare_and_recommend(
@@ -180,7 +224,7 @@ def compare_and_recommend(
     dialect: Dialect,
     sweep: Sweep | None = None,
     progress: Progress | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[ComparisonResult, dict[str, Any]]:
     """:func:`compare_dump`, and the recommendation ``rcdiag recommend`` gives for the same dump
     (:func:`rcdiag.assess.recommend.recommend`, docs/recommendation.md), from the same pass.
 
@@ -199,12 +243,13 @@ def compare_and_recommend(
     ]
     summary_only = [*(sweep.configs if sweep else ()), *(c for _, cs in candidates for c in cs)]
     done = run(dump, Request(AnalyzeOptions(dialect=dialect), configs, summary_only), progress)
-    document = comparison_document(done, configs, sweep)
+    result = comparison_result(done, configs, sweep)
+    document = result.to_json()
     comparison = done.comparison
     assert comparison is not None
     presets = PRESETS[dialect]
     advice_input = {
-        **analysis_document(done),
+        **analysis_result(done).to_json(),
         "presets": [  # compared presets only (a --config file may carry a preset's name)
             entry
             for entry in document["presets"]
@@ -226,47 +271,20 @@ def compare_and_recommend(
             for s, named in candidates
         ],
     }
-    return document, recommend(json_safe(advice_input))
+    return result, recommend(json_safe(advice_input))
 
 
-def comparison_document(
+def comparison_result(
     done: Pass, configs: Sequence[NamedConfig], sweep: Sweep | None = None
-) -> dict[str, Any]:
-    """The ``rcdiag compare-presets`` document of a finished pass."""
+) -> ComparisonResult:
+    """The ``rcdiag compare-presets`` result of a finished pass."""
     comparison = done.comparison
     assert comparison is not None, "the pass compared no configuration"
-    source = source_info(done.dump, done.reader, comparison.base)
-    document: dict[str, Any] = {
-        **header(done.analysis.options.dialect),
-        "source": source,
-        "presets": [configuration_result(comparison, c) for c in configs],
-    }
-    if sweep is not None:
-        document["sweep"] = {
-            "target": sweep.target,
-            "points": [
-                {
-                    "threshold": threshold,
-                    "config": dict(c.config),
-                    "summary": comparison.summary(c.name),
-                }
-                for threshold, c in zip(sweep.thresholds, sweep.configs, strict=True)
-            ],
-        }
-    return document
-
-
-def json_safe(value: Any) -> Any:
-    """NaN and ±inf become ``null`` (docs/report.md); containers are converted recursively."""
-    if isinstance(value, float):
-        return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def empty_steps(document: dict[str, Any]) -> list[int]:
-    """Steps without any valid token (their metrics are null)."""
-    return list(document["source"].get("empty_steps", []))
+    return ComparisonResult(
+        dialect=done.analysis.options.dialect,
+        source=source_info(done.dump, done.reader, comparison.base),
+        presets=tuple(configuration_result(comparison, c) for c in configs),
+        sweep=None
+        if sweep is None
+        else sweep_result(comparison, sweep.target, sweep.thresholds, sweep.configs),
+    )

@@ -49,6 +49,7 @@ from tiny_lm import (  # the script's sibling module
 from rcdiag import write_dump
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.io.reader import StepSelection
+from rcdiag.model import AnalysisResult
 from rcdiag.results import DumpSpec, analyze_dump
 
 VARIANTS = (
@@ -300,8 +301,8 @@ SUMMARY_METRICS = {
 }
 
 
-def analyze(paths: list[Path], steps: frozenset[int] = frozenset()) -> dict:
-    """The ``rcdiag analyze`` document of a dump (only ``steps`` if given)."""
+def analyze(paths: list[Path], steps: frozenset[int] = frozenset()) -> AnalysisResult:
+    """The ``rcdiag analyze`` result of a dump (only ``steps`` if given)."""
     return analyze_dump(DumpSpec(paths, selection=StepSelection(only=steps)), AnalyzeOptions())
 
 
@@ -314,9 +315,9 @@ def summary(out: Path, runs: dict[str, list[StepLog]]) -> str:
         directory = out / variant
         document = analyze([directory])
         size = sum(p.stat().st_size for p in directory.rglob("*.parquet")) / 1000
-        values = [f"{document['overall'][key]:.3g}" for key in SUMMARY_METRICS.values()]
-        source = document["source"]
-        cells = [variant, str(source["rows"]), str(source["valid_tokens"]), f"{size:.0f}", *values]
+        values = [f"{document.overall[key]:.3g}" for key in SUMMARY_METRICS.values()]
+        source = document.source
+        cells = [variant, str(source.rows), str(source.valid_tokens), f"{size:.0f}", *values]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| policy lag | steps | " + " | ".join(SUMMARY_METRICS) + " |"]
     lines.append("|" + " --- |" * (2 + len(SUMMARY_METRICS)))
@@ -325,7 +326,7 @@ def summary(out: Path, runs: dict[str, list[StepLog]]) -> str:
         by_lag.setdefault(log.lag, []).append(log.step)
     for lag, steps in sorted(by_lag.items()):
         document = analyze([out / "stale"], frozenset(steps))
-        values = [f"{document['overall'][key]:.3g}" for key in SUMMARY_METRICS.values()]
+        values = [f"{document.overall[key]:.3g}" for key in SUMMARY_METRICS.values()]
         span = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
         lines.append(f"| {lag} | {span} | " + " | ".join(values) + " |")
     return "\n".join(lines)

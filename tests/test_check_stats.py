@@ -24,6 +24,7 @@ from rcdiag.metrics.trend import (
     median_split,
     pettitt,
 )
+from rcdiag.model import AnalysisResult, Diagnosis, RunOptions, SourceInfo, StepResult
 
 # ---------------------------------------------------------------- slope and trend
 
@@ -243,15 +244,17 @@ def test_decision_needs_the_interval_to_clear_the_tolerance() -> None:
 # ---------------------------------------------------------------- evaluation and outputs
 
 
-def _document(values: list[float | None], overall: float = 0.5) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "rcdiag_version": "test",
-        "dialect": "latest",
-        "source": {"paths": ["d.parquet"], "rows": 10, "valid_tokens": 100, "steps": len(values)},
-        "overall": {"m": overall, "n": None},
-        "steps": [{"step": 10 + 2 * i, "metrics": {"m": v}} for i, v in enumerate(values)],
-    }
+def _document(values: list[float | None], overall: float = 0.5) -> AnalysisResult:
+    return AnalysisResult(
+        rcdiag_version="test",
+        dialect="latest",
+        source=SourceInfo(("d.parquet",), 10, 100, 100, len(values), (), 0, 0, None),
+        options=RunOptions(veto_threshold=None, effective_veto_threshold=1e-4),
+        overall={"m": overall, "n": None},
+        steps=tuple(StepResult(10 + 2 * i, 1, 10, {"m": v}) for i, v in enumerate(values)),
+        checks=(),
+        diagnosis=Diagnosis("healthy"),
+    )
 
 
 @pytest.mark.parametrize(

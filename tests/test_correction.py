@@ -459,6 +459,6 @@ def test_a_configuration_that_rejects_a_whole_step_is_reported() -> None:
     from rcdiag.results import configuration_result
 
     entry = configuration_result(comparison, comparison.configs["geo"])
-    assert entry["summary"]["fully_rejected_steps"] == [0]
+    assert entry.fully_rejected_steps == (0,)
     assert comparison.summary("geo", 0)["kept_token_share"] == 0.0
     assert comparison.summary("geo", 0)["ess"] is None

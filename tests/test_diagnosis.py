@@ -24,7 +24,7 @@ MODEL = Path(__file__).resolve().parent.parent / "sample_data" / "model"
 
 
 def diagnosis_of(path: Path) -> dict[str, Any]:
-    return analyze_dump(DumpSpec([path]), AnalyzeOptions())["diagnosis"]
+    return analyze_dump(DumpSpec([path]), AnalyzeOptions()).diagnosis.to_json()
 
 
 def dump_bugs(diagnosis: dict[str, Any]) -> list[str]:

@@ -31,9 +31,10 @@ from rcdiag.checks.rules import CheckSettings, parse_rule
 from rcdiag.commands.analyze import step_table
 from rcdiag.correction.compare import NamedConfig
 from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.model import AnalysisResult, ReportDocument
 from rcdiag.pipeline import DumpSpec, Pass, Request, run
 from rcdiag.report.trends import trend_charts
-from rcdiag.results import analysis_document, comparison_document
+from rcdiag.results import analysis_result, comparison_result
 
 STEPS = 300
 """The shorter run of most stages; the longer has :data:`GROWTH` times as many steps."""
@@ -87,7 +88,9 @@ class Run:
 
     done: Pass
     configs: list[NamedConfig]
+    result: AnalysisResult
     document: dict[str, Any]
+    """``result.to_json()``."""
     whole: RaggedBatch
     """Every step in one batch."""
     batches: list[RaggedBatch]
@@ -112,8 +115,8 @@ def _run(directory: Path, steps: int) -> Run:
         RaggedBatch(rollout[s], old[s], mask, np.array([0, 32]), np.array([s]))
         for s in range(steps // GROWTH)
     ]
-    document = analysis_document(done)
-    return Run(done, configs, document, whole, one_per_step)
+    result = analysis_result(done)
+    return Run(done, configs, result, result.to_json(), whole, one_per_step)
 
 
 @pytest.fixture(scope="module")
@@ -138,14 +141,22 @@ def _rise_rules(run: Run) -> Any:
         parse_rule("rollout_corr/k3_kl.rise <= 0.5"),
         parse_rule("rcdiag/abs_log_ratio_mean.rise <= 0.5"),
     ]
-    return evaluate_rules(rules, CheckInputs(run.document), CheckSettings())
+    return evaluate_rules(rules, CheckInputs(run.result), CheckSettings())
 
 
 STAGES: dict[str, tuple[int, Callable[[Run], Any]]] = {
-    "analyze document": (STEPS, lambda r: analysis_document(r.done)),
-    "compare-presets document": (STEPS, lambda r: comparison_document(r.done, r.configs)),
+    "analyze result": (STEPS, lambda r: analysis_result(r.done)),
+    "analyze document": (STEPS, lambda r: r.result.to_json()),
+    "analyze document read back": (
+        STEPS,
+        lambda r: ReportDocument.from_json(r.document, source="run.json"),
+    ),
+    "compare-presets result": (
+        STEPS,
+        lambda r: comparison_result(r.done, r.configs).to_json(),
+    ),
     "check rules (rise: Pettitt and median split)": (TREND_STEPS, _rise_rules),
-    "terminal step table": (STEPS, lambda r: step_table(r.document["steps"])),
+    "terminal step table": (STEPS, lambda r: step_table(r.result.steps)),
     "report trends, verdict and advice": (
         STEPS,
         lambda r: (trend_charts(r.document), verdict(r.document), recommend(r.document)),

@@ -98,10 +98,10 @@ def test_shipped_dump_is_valid_and_analysable(variant: str) -> None:
     directory = MODEL_DUMPS / variant
     document = analyze_dump(DumpSpec([directory]), AnalyzeOptions())
     tokens = shipped(variant)
-    assert document["source"]["steps"] >= 12
-    assert document["source"]["rows"] == tokens.lengths.size >= 12 * 32
-    assert document["source"]["valid_tokens"] == tokens.rollout.size
-    assert all(np.isfinite(v) for v in document["overall"].values() if v is not None)
+    assert document.source.steps >= 12
+    assert document.source.rows == tokens.lengths.size >= 12 * 32
+    assert document.source.valid_tokens == tokens.rollout.size
+    assert all(np.isfinite(v) for v in document.overall.values() if v is not None)
     # one response per row: valid tokens then nothing (the writer trims the padding)
     assert tokens.masks_all_valid and tokens.lengths.min() >= 1
     assert tokens.lengths.max() <= MAX_RESPONSE and np.unique(tokens.lengths).size > 20

@@ -21,6 +21,7 @@ from rcdiag.assess.verdict import verdict
 from rcdiag.cli import app
 from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
+from rcdiag.model import ReportDocument
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
 from rcdiag.results import DumpSpec
 
@@ -36,9 +37,19 @@ runner = CliRunner()
 
 
 @functools.cache
-def _document(sample: str, dialect: str) -> dict[str, Any]:
+def _built(sample: str, dialect: str) -> ReportDocument:
     spec = DumpSpec([str(SAMPLES[sample])])
     return build_report_document(spec, ReportOptions(dialect=dialect))  # type: ignore[arg-type]
+
+
+@functools.cache
+def _document(sample: str, dialect: str) -> dict[str, Any]:
+    return _built(sample, dialect).to_json()
+
+
+def analyze_only(sample: str) -> dict[str, Any]:
+    """The analyze document inside the sample's report document."""
+    return analyze_part(_built(sample, "latest")).to_json()
 
 
 def document(sample: str, dialect: str = "latest") -> dict[str, Any]:
@@ -297,14 +308,14 @@ def test_trend_describes_growth_and_the_diagnosis_decides_it() -> None:
 
 
 def test_analyze_only_results_get_a_verdict_and_default_thresholds() -> None:
-    analyze = analyze_part(document("heavy_tails"))
+    analyze = analyze_only("heavy_tails")
     rec = recommend(analyze)
     assert rec["measured"] is False
     assert rec["choices"][0]["config"]["rollout_rs"] == "seq_max_k2"
     assert rec["choices"][0]["expected"] is None
     assert "no preset comparison" in rec["notes"][0]  # first: it qualifies everything else
     assert not any("safety valve" in r for c in rec["choices"] for r in c["reasons"])
-    drifting = recommend(analyze_part(document("drift")))
+    drifting = recommend(analyze_only("drift"))
     assert "no preset comparison" in drifting["notes"][0]
     reasons = [r for c in drifting["choices"] for r in c["reasons"]]
     assert any(r.startswith("The mismatch grows") for r in reasons)
@@ -319,7 +330,7 @@ def test_results_without_overall_metrics_give_no_advice() -> None:
 
 
 def test_nan_metrics_are_treated_as_missing() -> None:
-    analyze = analyze_part(document("bf16"))
+    analyze = analyze_only("bf16")
     analyze["overall"]["rollout_corr/chi2_seq"] = math.nan
     assert findings(analyze).chi2_seq is None
     assert recommend(analyze)["choices"][0]["preset"] == "disabled"

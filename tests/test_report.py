@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from rcdiag import write_dump
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.cli import app
+from rcdiag.model import ReportDocument
 from rcdiag.report.render import missing_sections, plotly_js, render_html, view_model
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
 from rcdiag.report.trends import bucketed
@@ -30,12 +31,22 @@ runner = CliRunner()
 
 
 @functools.cache
-def _drift() -> dict[str, Any]:
+def _built() -> ReportDocument:
     return build_report_document(DumpSpec([str(DRIFT)]), ReportOptions())
+
+
+@functools.cache
+def _drift() -> dict[str, Any]:
+    return _built().to_json()
 
 
 def drift() -> dict[str, Any]:
     return copy.deepcopy(_drift())
+
+
+def drift_analysis() -> dict[str, Any]:
+    """The analyze document inside the drift report document (what ``analyze --json`` writes)."""
+    return analyze_part(_built()).to_json()
 
 
 def run(*args: object) -> tuple[int, str, str]:
@@ -80,7 +91,7 @@ def test_step_selection_is_reported_and_rows_stay_located() -> None:
     from rcdiag.io.reader import StepSelection
 
     spec = DumpSpec([str(DRIFT)], selection=StepSelection.parse(steps="15:"))
-    doc = build_report_document(spec, ReportOptions(top_k=3))
+    doc = build_report_document(spec, ReportOptions(top_k=3)).to_json()
     assert [s["step"] for s in doc["steps"]] == [15, 16, 17, 18, 19]
     assert doc["options"]["selected_steps"] == [15, 16, 17, 18, 19]
     for record in doc["profile"]["top_sequences"]["by_abs_sum"]:
@@ -145,7 +156,7 @@ def test_compare_presets_json_renders_without_a_verdict(tmp_path: Path) -> None:
 
 
 def test_missing_sections_are_named() -> None:
-    doc = analyze_part(drift())
+    doc = drift_analysis()
     missing = " ".join(missing_sections(doc))
     assert "profile" in missing and "presets" in missing and "sweeps" in missing
     assert missing_sections(drift()) == []
@@ -218,7 +229,7 @@ def test_a_10000_step_report_draws_buckets_and_says_so(tmp_path: Path) -> None:
     rollout = -rng.exponential(0.7, (steps, 8))
     old = rollout + np.linspace(0.01, 0.2, steps)[:, None] * rng.standard_normal((steps, 8))
     dump = write_dump(tmp_path / "long_run.parquet", rollout, old, step=np.arange(steps))
-    document = analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions())
+    document = analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions()).to_json()
     html = render_html(document)
     assert len(html.encode()) < SIZE_LIMIT
     assert "10,000 steps shown as 150 buckets of 67 consecutive steps" in html
@@ -255,7 +266,7 @@ def _steps_of(dump: Path) -> list[dict[str, Any]]:
     from rcdiag.analysis import AnalyzeOptions
     from rcdiag.results import analyze_dump
 
-    return analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions())["steps"]
+    return analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions()).to_json()["steps"]
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -301,11 +312,11 @@ def test_report_command_rejects_bad_results(tmp_path: Path) -> None:
     code, _, stderr = run("report", "--from", other, "-o", tmp_path / "r.html")
     assert code == 2 and "not rcdiag results" in stderr
     future = tmp_path / "future.json"
-    future.write_text(json.dumps({**analyze_part(drift()), "schema_version": 3}))
+    future.write_text(json.dumps({**drift_analysis(), "schema_version": 3}))
     code, _, stderr = run("report", "--from", future, "-o", tmp_path / "r.html")
     assert code == 2 and "schema_version 3" in stderr
     good = tmp_path / "good.json"
-    good.write_text(json.dumps(analyze_part(drift())))
+    good.write_text(json.dumps(drift_analysis()))
     code, _, stderr = run("report", HEAVY, "--from", good, "-o", tmp_path / "r.html")
     assert code == 2 and "not both" in stderr
     code, _, stderr = run(

@@ -111,7 +111,7 @@ def screenshot(chromium: str, page: Path, workdir: Path) -> Path:
 
 def _report(sample: str, path: Path) -> Path:
     document = build_report_document(DumpSpec([str(SAMPLES[sample])]), ReportOptions())
-    write_html(path, document)
+    write_html(path, document.to_json())
     return path
 
 
@@ -135,7 +135,7 @@ def test_report_renders_every_chart_without_errors_offline(
 def test_analyze_only_report_renders_in_the_browser(chromium: str, tmp_path: Path) -> None:
     document = analyze_part(
         build_report_document(DumpSpec([str(SAMPLES["bf16"])]), ReportOptions())
-    )
+    ).to_json()
     page = tmp_path / "analyze_only.html"
     page.write_text(render_html(document), encoding="utf-8")
     status, dom = load_in_browser(chromium, page, tmp_path)

@@ -1,6 +1,8 @@
 """Root-cause diagnosis: a bug in how the dump was made, or a real mismatch, and what to do.
 
-A pure function of :class:`Observations` (:func:`diagnose`). Each detector of :data:`DETECTORS` tests
+A pure function of :class:`Observations` (:func:`diagnose`), giving a
+:class:`~rcdiag.model.diagnosis.Diagnosis` of :class:`~rcdiag.model.diagnosis.Cause` s (the
+``diagnosis`` of every result document). Each detector of :data:`DETECTORS` tests
 one statistic against limits written once in :data:`LIMITS`; docs/diagnosis.md states every statistic,
 its false-positive control and the detection rates measured on planted bugs.
 
@@ -25,52 +27,12 @@ mass: the mean falls below 1 and the upper side vanishes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
 
 from rcdiag.assess import dump_bugs, mismatch
 from rcdiag.assess.observations import Finding, Observations
 from rcdiag.assess.registry import Status, worst
-
-Kind = Literal["dump_bug", "mismatch"]
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One diagnosed cause: what it is, how bad, the numbers behind it, and what to do."""
-
-    id: str
-    kind: Kind
-    severity: Status
-    summary: str
-    evidence: dict[str, Any]
-    advice: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "severity": self.severity,
-            "summary": self.summary,
-            "evidence": self.evidence,
-            "advice": self.advice,
-        }
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """The verdict-bearing part of every result document."""
-
-    verdict: Status
-    causes: tuple[Cause, ...] = field(default_factory=tuple)
-
-    @property
-    def dump_bug(self) -> Cause | None:
-        """The dump bug found, if any (the numbers then describe the bug, not the training)."""
-        return next((c for c in self.causes if c.kind == "dump_bug"), None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "causes": [c.to_json() for c in self.causes]}
+from rcdiag.model.diagnosis import Cause, Diagnosis, Kind
 
 
 @dataclass(frozen=True)

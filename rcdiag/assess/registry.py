@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-Status = Literal["healthy", "watch", "act"]
-STATUSES: tuple[Status, ...] = ("healthy", "watch", "act")
+from rcdiag.model.diagnosis import STATUSES, MetricStatus, Status
+
 _RANK: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 
 Worse = Literal["higher", "lower", "abs", "outside"]
@@ -223,28 +223,9 @@ def rank(status: Status) -> int:
     return _RANK[status]
 
 
-@dataclass(frozen=True)
-class MetricStatus:
-    """A metric's value and status (the ``checks`` of a result document)."""
-
-    metric: str
-    value: float
-    status: Status
-    band: str | None
-    source: str | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "metric": self.metric,
-            "value": self.value,
-            "status": self.status,
-            "band": self.band,
-            "source": self.source,
-        }
-
-
 def judge(metrics: Mapping[str, float | None], skip: Iterable[str] = ()) -> list[MetricStatus]:
-    """The status of every registry metric present (not null, not in ``skip``) in ``metrics``."""
+    """The status of every registry metric present (not null, not in ``skip``) in ``metrics``
+    (the ``checks`` of a result document: :class:`~rcdiag.model.diagnosis.MetricStatus`)."""
     skipped = set(skip)
     out = []
     for record in RECORDS:

@@ -1,7 +1,7 @@
-"""Evaluating rules on the result documents of a run, and the serializable check result.
+"""Evaluating rules on the results of a run, and the serializable check result.
 
-Pure: takes the analyze document (and, for ``preset:`` rules, the compare-presets entries), the
-bootstrap replicates and a parsed baseline; returns results. Rendering lives in
+Pure: takes the analyze result (and, for ``preset:`` rules, the compare-presets entries), the
+bootstrap replicates and a parsed baseline (:mod:`rcdiag.model`); returns results. Rendering lives in
 :mod:`rcdiag.checks.outputs`, reading and writing in the ``check`` command.
 """
 
@@ -15,11 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rcdiag.checks.baseline import Baseline, Drift, compare
+from rcdiag import SCHEMA_VERSION
+from rcdiag.checks.baseline import Drift, compare
 from rcdiag.checks.rules import Bound, CheckSettings, Rule, Severity
 from rcdiag.formatting import fmt
 from rcdiag.metrics.ragged import F64
 from rcdiag.metrics.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
+from rcdiag.model import AnalysisResult, Baseline, ConfigurationResult, Diagnosis
 
 Status = Literal["pass", "fail", "warn", "skipped"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skipped")
@@ -32,15 +34,15 @@ class CheckInputs:
     """Everything rules are evaluated against.
 
     Args:
-        analysis: the analyze document (docs/report.md) of the current dump.
-        presets: configuration name → its entry of the compare-presets document (``overall``,
-            ``steps``), for the configurations the rules name.
+        analysis: the analyze result of the current dump.
+        presets: configuration name → its compare-presets result (``overall``, ``steps``), for
+            the configurations the rules name.
         replicates: bootstrap replicates of the current dump's overall metrics (for baseline rules).
         baseline: the parsed baseline, if any.
     """
 
-    analysis: Mapping[str, Any]
-    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    analysis: AnalysisResult
+    presets: Mapping[str, ConfigurationResult] = field(default_factory=dict)
     replicates: Mapping[str, F64] | None = None
     baseline: Baseline | None = None
 
@@ -92,18 +94,22 @@ def _drift_json(drift: Drift) -> dict[str, Any]:
     return out
 
 
-def _series(entry: Mapping[str, Any], metric: str) -> tuple[F64, F64]:
-    steps = np.array([s["step"] for s in entry["steps"]], dtype=np.float64)
-    values = [s["metrics"].get(metric) for s in entry["steps"]]
+Entry = AnalysisResult | ConfigurationResult
+"""What a rule reads: the analysis, or a configuration's comparison (``preset:`` rules)."""
+
+
+def _series(entry: Entry, metric: str) -> tuple[F64, F64]:
+    steps = np.array([s.step for s in entry.steps], dtype=np.float64)
+    values = [None if s.metrics is None else s.metrics.get(metric) for s in entry.steps]
     return steps, np.array([math.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _aggregate(
-    rule: Rule, entry: Mapping[str, Any], settings: CheckSettings
+    rule: Rule, entry: Entry, settings: CheckSettings
 ) -> tuple[float | None, int | None, str, Trend | None]:
-    """(value, step, detail, trend) of ``rule``'s aggregation over one document entry."""
+    """(value, step, detail, trend) of ``rule``'s aggregation over one result."""
     if rule.aggregation == "overall":
-        return entry["overall"].get(rule.metric), None, "", None
+        return entry.overall.get(rule.metric), None, "", None
     steps, values = _series(entry, rule.metric)
     finite = np.isfinite(values)
     count = int(finite.sum())
@@ -146,7 +152,7 @@ def _aggregate(
 def _compare_with_baseline(rule: Rule, inputs: CheckInputs, settings: CheckSettings) -> RuleResult:
     baseline = inputs.baseline
     assert baseline is not None and rule.baseline is not None
-    current = inputs.analysis["overall"].get(rule.metric)
+    current = inputs.analysis.overall.get(rule.metric)
     reference = baseline.overall.get(rule.metric)
     if current is None or reference is None:
         missing = "current run" if current is None else "baseline"
@@ -197,20 +203,20 @@ def evaluate_rules(
     return [evaluate_rule(rule, inputs, settings) for rule in rules]
 
 
-def diagnosis_results(diagnosis: Mapping[str, Any]) -> list[RuleResult]:
+def diagnosis_results(diagnosis: Diagnosis) -> list[RuleResult]:
     """The diagnosis gate of the default rules: one result per diagnosed cause, ``fail`` for a
     cause of severity ``act`` and ``warn`` for ``watch`` (docs/rules.md)."""
     results = []
-    for cause in diagnosis["causes"]:
-        severity: Severity = "fail" if cause["severity"] == "act" else "warn"
+    for cause in diagnosis.causes:
+        severity: Severity = "fail" if cause.severity == "act" else "warn"
         rule = Rule(
-            metric=f"diagnosis/{cause['id']}",
+            metric=f"diagnosis/{cause.id}",
             upper=Bound(0.0),
             severity=severity,
-            name=f"diagnosis: {cause['id']} ({cause['severity']})",
-            why=cause["advice"],
+            name=f"diagnosis: {cause.id} ({cause.severity})",
+            why=cause.advice,
         )
-        results.append(RuleResult(rule, severity, None, detail=cause["summary"]))
+        results.append(RuleResult(rule, severity, None, detail=cause.summary))
     return results
 
 
@@ -235,21 +241,21 @@ def check_document(
             "created": b.created,
             "rcdiag_version": b.rcdiag_version,
             "dialect": b.dialect,
-            "source": dict(b.source),
+            "source": b.source.to_json(),
             "seed": b.seed,
             "replicates": b.replicates,
         }
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     ok = passed(results)
     return {
-        "schema_version": analysis["schema_version"],
+        "schema_version": SCHEMA_VERSION,
         "kind": CHECK_KIND,
-        "rcdiag_version": analysis["rcdiag_version"],
-        "dialect": analysis["dialect"],
-        "source": analysis["source"],
+        "rcdiag_version": analysis.rcdiag_version,
+        "dialect": analysis.dialect,
+        "source": analysis.source.to_json(),
         "baseline": baseline,
         "settings": dataclasses.asdict(settings),
-        "diagnosis": analysis.get("diagnosis"),
+        "diagnosis": analysis.diagnosis.to_json(),
         "passed": ok,
         "exit_code": 0 if ok else 1,
         "counts": counts,

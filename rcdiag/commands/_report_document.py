@@ -4,7 +4,7 @@ or a results JSON given with ``--from``; their shared options."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -12,6 +12,7 @@ from rcdiag.commands._common import DumpOptions, parse_dialect
 from rcdiag.commands._terminal import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
+from rcdiag.model import ReportDocument
 
 OptionalPaths = Annotated[
     list[str] | None,
@@ -41,7 +42,7 @@ def load_or_compute(
     top: int,
     dump_options: DumpOptions,
     quiet: bool,
-) -> dict[str, Any]:
+) -> ReportDocument:
     """The report document: read from ``--from``, or computed from the dump in one pass."""
     from rcdiag.report.run import (
         ReportOptions,
@@ -56,10 +57,10 @@ def load_or_compute(
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
         document = load_document(from_json)
-        if explicit is not None and explicit != document["dialect"]:
+        if explicit is not None and explicit != document.dialect:
             raise UsageError(
                 f"--dialect {explicit}: {from_json} holds results of the "
-                f"{document['dialect']} dialect; recompute them from the dump"
+                f"{document.dialect} dialect; recompute them from the dump"
             )
         with malformed_results(from_json):
             return complete(document)
@@ -73,5 +74,5 @@ def load_or_compute(
     )
     with progress_bar(quiet) as advance:
         document = build_report_document(spec, options, advance)
-    warn_about_input(document, quiet)
+    warn_about_input(document.source, quiet)
     return document

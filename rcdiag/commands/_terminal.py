@@ -4,8 +4,7 @@ their bands, the χ² note."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
@@ -13,8 +12,8 @@ from rich.text import Text
 from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.commands._common import shown, stderr, stdout
 from rcdiag.commands._layout import hanging
+from rcdiag.model import Diagnosis, SourceInfo
 from rcdiag.pipeline import Progress as RowsRead
-from rcdiag.results import empty_steps
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""
@@ -73,18 +72,18 @@ def chi2_note(values: Iterable[float | None]) -> None:
         stdout.print(Text.assemble(("Note: ", "bold"), (CHI2_NOTE, "dim")))
 
 
-def show_diagnosis(diagnosis: Mapping[str, Any]) -> None:
+def show_diagnosis(diagnosis: Diagnosis) -> None:
     """The verdict, then each cause: what it is, the numbers, what to do (wrapped at the width)."""
-    verdict = diagnosis["verdict"]
+    verdict = diagnosis.verdict
     stdout.print(f"[{STATUS_STYLE[verdict]}]Verdict: {VERDICT_WORDS[verdict]}[/]")
     rows = []
-    for cause in diagnosis["causes"]:
-        kind = "dump bug" if cause["kind"] == "dump_bug" else "mismatch"
+    for cause in diagnosis.causes:
+        kind = "dump bug" if cause.kind == "dump_bug" else "mismatch"
         text = Text.from_markup(
-            f"[bold]{shown(cause['id'])}[/] ({kind}): {shown(cause['summary'])}\n"
-            f"[dim]→[/] {shown(cause['advice'])}"
+            f"[bold]{shown(cause.id)}[/] ({kind}): {shown(cause.summary)}\n"
+            f"[dim]→[/] {shown(cause.advice)}"
         )
-        rows.append((Text.from_markup(status_text(cause["severity"])), text))
+        rows.append((Text.from_markup(status_text(cause.severity)), text))
     if rows:
         stdout.print(hanging(rows))
 
@@ -110,25 +109,24 @@ def progress_bar(quiet: bool) -> Iterator[RowsRead]:
         yield advance
 
 
-def warn_about_input(document: dict[str, Any], quiet: bool) -> None:
+def warn_about_input(source: SourceInfo, quiet: bool) -> None:
     """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
     that cannot be log-probs."""
     if quiet:
         return
-    source = document["source"]
-    for s in empty_steps(document):
+    for s in source.empty_steps:
         stderr.print(
             f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
             "(verl would raise on this batch); the other steps are analysed."
         )
-    if source["dropped_nonfinite"]:
+    if source.dropped_nonfinite:
         stderr.print(
-            f"[yellow]Note:[/] masked {source['dropped_nonfinite']} non-finite "
+            f"[yellow]Note:[/] masked {source.dropped_nonfinite} non-finite "
             "log-probs at valid positions (--drop-nonfinite)."
         )
-    if source.get("positive_log_probs"):
+    if source.positive_log_probs:
         stderr.print(
-            f"[yellow]Warning:[/] {source['positive_log_probs']:,} valid log-probs are > 0 "
-            f"(first: {shown(source['first_positive_log_prob'])}); a log-probability "
+            f"[yellow]Warning:[/] {source.positive_log_probs:,} valid log-probs are > 0 "
+            f"(first: {shown(source.first_positive_log_prob)}); a log-probability "
             "cannot be positive: are these logits, or the wrong columns?"
         )

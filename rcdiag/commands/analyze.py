@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -49,6 +50,7 @@ from rcdiag.commands._terminal import (
 )
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
+from rcdiag.model import AnalysisResult, StepResult
 from rcdiag.results import DumpSpec, analyze_dump
 
 STEP_TABLE_ROWS = 40
@@ -97,7 +99,7 @@ def analyze(
         else:
             document = run_with_progress(spec, options, quiet)
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], document.to_json())
     if not quiet:
         show(document)
         if "--json" in written:
@@ -106,57 +108,57 @@ def analyze(
             wrote(written["--html"], ": open it in a browser")
 
 
-def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> dict[str, Any]:
+def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> AnalysisResult:
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
-        document = analyze_dump(spec, options, advance)
-    warn_about_input(document, quiet)
-    return document
+        result = analyze_dump(spec, options, advance)
+    warn_about_input(result.source, quiet)
+    return result
 
 
 def run_report_with_progress(
     spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool
-) -> dict[str, Any]:
-    """Analyse and write the HTML report from the same pass; returns the analyze document."""
+) -> AnalysisResult:
+    """Analyse and write the HTML report from the same pass; returns the analyze result."""
     from rcdiag.report.render import write_html
     from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
 
     report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
     with progress_bar(quiet) as advance:
         full = build_report_document(spec, report_options, advance)
-    write_html(html, full)
-    document = analyze_part(full)
-    warn_about_input(document, quiet)
-    return document
+    write_html(html, full.to_json())
+    result = analyze_part(full)
+    warn_about_input(result.source, quiet)
+    return result
 
 
-def show(document: dict[str, Any]) -> None:
+def show(result: AnalysisResult) -> None:
     """The terminal view: source line, diagnosis, overall metrics with statuses, per-step table."""
-    source = document["source"]
+    source = result.source
     stdout.print(
         header_line(
             stdout,
             "rcdiag analyze",
             [
-                f"dialect {document['dialect']}",
-                f"{source['rows']:,} rows",
-                f"{source['valid_tokens']:,} valid tokens",
-                f"{source['steps']} steps",
-                plural(len(source["paths"]), "file"),
+                f"dialect {result.dialect}",
+                f"{source.rows:,} rows",
+                f"{source.valid_tokens:,} valid tokens",
+                f"{source.steps} steps",
+                plural(len(source.paths), "file"),
             ],
         )
     )
-    show_diagnosis(document["diagnosis"])
-    judged = {c["metric"]: c for c in document["checks"]}
+    show_diagnosis(result.diagnosis)
+    judged = {c.metric: c for c in result.checks}
     columns = [Col("metric"), Col("value", "right"), Col("status"), Col("bands", wrap=True)]
     rows = [
         [
             name,
             fmt(value),
-            status_text(judged[name]["status"]) if name in judged else "",
+            status_text(judged[name].status) if name in judged else "",
             band_words(name) if name in judged else "",
         ]
-        for name, value in document["overall"].items()
+        for name, value in result.overall.items()
     ]
     # one band per line when "watch if …, act if …" does not fit beside the values
     room = stdout.width - needed_width(stdout, columns[:3], [r[:3] for r in rows]) - COLUMN_GAP
@@ -165,14 +167,14 @@ def show(document: dict[str, Any]) -> None:
         bands = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
         table.add_row(*row[:3], Text(bands, style="dim"))
     stdout.print(table)
-    for part in step_table(document["steps"]):
+    for part in step_table(result.steps):
         stdout.print(part)
-    chi2 = [document["overall"].get(name) for name in CHI2_METRICS]
-    chi2 += [s["metrics"].get(name) for s in document["steps"] for name in CHI2_METRICS]
+    chi2 = [result.overall.get(name) for name in CHI2_METRICS]
+    chi2 += [s.metrics.get(name) for s in result.steps for name in CHI2_METRICS]
     chi2_note(chi2)
 
 
-def step_table(steps: list[dict[str, Any]]) -> list[TitledTable]:
+def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
     """One row per step, or per range of consecutive steps (means; worst status) when many; split
     into parts that repeat the step when the columns do not fit the width."""
     group = max(1, math.ceil(len(steps) / STEP_TABLE_ROWS))
@@ -180,22 +182,20 @@ def step_table(steps: list[dict[str, Any]]) -> list[TitledTable]:
     rows = []
     for start in range(0, len(steps), group):
         chunk = steps[start : start + group]
-        label = (
-            str(chunk[0]["step"]) if len(chunk) == 1 else f"{chunk[0]['step']}–{chunk[-1]['step']}"
-        )
+        label = str(chunk[0].step) if len(chunk) == 1 else f"{chunk[0].step}–{chunk[-1].step}"
         values = []
         for name in STEP_COLUMNS:
-            present = [s["metrics"][name] for s in chunk if s["metrics"].get(name) is not None]
+            present = [v for s in chunk if (v := s.metrics.get(name)) is not None]
             values.append(fmt(sum(present) / len(present)) if present else "–")
-        statuses = [c.status for s in chunk for c in judge(s["metrics"])]
-        status = worst(statuses) if any(s["valid_tokens"] for s in chunk) else "empty"
+        statuses = [c.status for s in chunk for c in judge(s.metrics)]
+        status = worst(statuses) if any(s.valid_tokens for s in chunk) else "empty"
         rows.append(
             [
                 label,
                 status_text(status),
                 *values,
-                f"{sum(s['rows'] for s in chunk):,}",
-                f"{sum(s['valid_tokens'] for s in chunk):,}",
+                f"{sum(s.rows for s in chunk):,}",
+                f"{sum(s.valid_tokens for s in chunk):,}",
             ]
         )
     columns = [

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 import typer
 
 from rcdiag.analysis import AnalyzeOptions
-from rcdiag.checks.baseline import baseline_document
+from rcdiag.checks.baseline import make_baseline
 from rcdiag.checks.bootstrap import (
     BASELINE_STREAM,
     DEFAULT_REPLICATES,
@@ -39,8 +39,9 @@ from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, progress_bar, war
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
+from rcdiag.model import Baseline, Diagnosis
 from rcdiag.pipeline import BootstrapRequest, Request, run
-from rcdiag.results import analysis_document
+from rcdiag.results import analysis_result
 
 
 @reads_dump
@@ -78,40 +79,38 @@ def baseline(
         request = Request(options, bootstrap=BootstrapRequest(replicates, seed, BASELINE_STREAM))
         with progress_bar(quiet) as advance:
             done = run(spec, request, advance)
-        analysis = analysis_document(done)
-        warn_about_input(analysis, quiet)
+        analysis = analysis_result(done)
+        warn_about_input(analysis.source, quiet)
         reps = done.replicates()
         assert reps is not None
-        document = baseline_document(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
-        write_output(written["--output"], document)
+        made = make_baseline(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
+        write_output(written["--output"], made.to_json())
     if quiet:
         return
-    show(document)
-    warn_if_not_healthy(analysis["diagnosis"])
-    warn_about_null_replicates(document)
+    show(made)
+    warn_if_not_healthy(analysis.diagnosis)
+    warn_about_null_replicates(made)
     wrote(written["--output"])
 
 
-def warn_if_not_healthy(diagnosis: dict[str, Any]) -> None:
+def warn_if_not_healthy(diagnosis: Diagnosis) -> None:
     """A baseline is the reference of "no regression": say so when the reference itself is not
     healthy: checks against it then only flag what gets worse."""
-    if diagnosis["verdict"] == "healthy":
+    if diagnosis.verdict == "healthy":
         return
-    causes = ", ".join(f"{c['id']} ({c['severity']})" for c in diagnosis["causes"]) or (
+    causes = ", ".join(f"{c.id} ({c.severity})" for c in diagnosis.causes) or (
         "metrics outside the healthy ranges"
     )
     stderr.print(
-        f"[yellow]Warning:[/] the reference run is not healthy (verdict {diagnosis['verdict']}: "
+        f"[yellow]Warning:[/] the reference run is not healthy (verdict {diagnosis.verdict}: "
         f"{causes}); checks against this baseline will only flag what gets worse than it."
     )
 
 
-def warn_about_null_replicates(document: dict[str, Any]) -> None:
+def warn_about_null_replicates(made: Baseline) -> None:
     """Say which stored replicates are not finite (written as null, left out by ``check``)."""
-    boot = document["bootstrap"]
     counts = {
-        name: int(np.count_nonzero(~np.isfinite(np.array(values, dtype=np.float64))))
-        for name, values in boot["metrics"].items()
+        name: int(np.count_nonzero(~np.isfinite(values))) for name, values in made.bootstrap.items()
     }
     counts = {name: count for name, count in counts.items() if count}
     if not counts:
@@ -120,25 +119,24 @@ def warn_about_null_replicates(document: dict[str, Any]) -> None:
     more = f" and {len(counts) - 3} more metrics" if len(counts) > 3 else ""
     stderr.print(
         f"[yellow]Warning:[/] bootstrap replicates that are not finite are stored as null "
-        f"(of {boot['replicates']}: {listed}{more}): a resample without rows (a tiny dump) or a "
+        f"(of {made.replicates}: {listed}{more}): a resample without rows (a tiny dump) or a "
         "log ratio beyond ±709 (e^ℓ overflows); rcdiag check leaves them out of its intervals."
     )
 
 
-def show(document: dict[str, Any]) -> None:
+def show(made: Baseline) -> None:
     """The mismatch metrics of the baseline with their 95 % bootstrap percentile intervals."""
-    source = document["source"]
-    boot = document["bootstrap"]
+    source = made.source
     stdout.print(
         header_line(
             stdout,
             "rcdiag baseline",
             [
-                f"dialect {document['dialect']}",
-                f"{source['rows']:,} rows",
-                f"{source['valid_tokens']:,} valid tokens",
-                f"{source['steps']} steps",
-                f"{boot['replicates']} replicates (seed {boot['seed']})",
+                f"dialect {made.dialect}",
+                f"{source.rows:,} rows",
+                f"{source.valid_tokens:,} valid tokens",
+                f"{source.steps} steps",
+                f"{made.replicates} replicates (seed {made.seed})",
             ],
         )
     )
@@ -147,16 +145,15 @@ def show(document: dict[str, Any]) -> None:
         [Col("metric"), Col("value", "right"), Col("interval", "right")],
     )
     for name in BASELINE_DIRECTIONS:
-        if name not in document["overall"]:
+        if name not in made.overall:
             continue
-        reps = boot["metrics"].get(name)
+        reps = made.bootstrap.get(name)
         interval = "–"
-        if reps:
-            values = np.array([np.nan if v is None else v for v in reps], dtype=np.float64)
-            values = values[np.isfinite(values)]
+        if reps is not None and reps.size:
+            values = reps[np.isfinite(reps)]
             if values.size:
                 lo, hi = np.quantile(values, [0.025, 0.975])
                 interval = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
-        table.add_row(name, fmt(document["overall"][name]), interval)
+        table.add_row(name, fmt(made.overall[name]), interval)
     stdout.print(table)
-    chi2_note(document["overall"].get(name) for name in CHI2_METRICS if name in BASELINE_DIRECTIONS)
+    chi2_note(made.overall.get(name) for name in CHI2_METRICS if name in BASELINE_DIRECTIONS)

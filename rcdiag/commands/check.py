@@ -11,7 +11,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from rcdiag.analysis import AnalyzeOptions
-from rcdiag.checks.baseline import Baseline, check_compatible, parse_baseline
+from rcdiag.checks.baseline import check_compatible
 from rcdiag.checks.bootstrap import CHECK_STREAM
 from rcdiag.checks.catalog import analysis_metric_names, preset_metric_names
 from rcdiag.checks.defaults import default_rules
@@ -60,8 +60,9 @@ from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.ragged import F64
+from rcdiag.model import AnalysisResult, Baseline, ConfigurationResult
 from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
-from rcdiag.results import analysis_document, comparison_document
+from rcdiag.results import analysis_result, comparison_result
 
 
 def load_rules(rules_file: Path | None, rule: list[str]) -> RuleSet:
@@ -86,7 +87,7 @@ def load_baseline(path: Path) -> Baseline:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise UsageError(f"{path}: not a baseline (JSON nested too deeply)") from None
-    return parse_baseline(document, str(path))
+    return Baseline.from_json(document, source=str(path))
 
 
 def _settings(file: RuleSet, given: dict[str, float | None]) -> CheckSettings:
@@ -172,23 +173,23 @@ def make_plan(
 
 def read_once(
     spec: DumpSpec, plan: Plan, baseline: Baseline | None, bootstrap: bool, quiet: bool
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, F64] | None]:
+) -> tuple[AnalysisResult, dict[str, ConfigurationResult], dict[str, F64] | None]:
     """One pass over the dump feeding the analysis, the preset comparison (when rules read a
     preset) and the bootstrap (when rules compare with a baseline).
 
-    Returns the analyze document, the compared configurations by name and the replicates.
+    Returns the analyze result, the compared configurations by name and the replicates.
     """
     draws = None
     if bootstrap and baseline is not None:
         draws = BootstrapRequest(baseline.replicates, baseline.seed, CHECK_STREAM)
     with progress_bar(quiet) as advance:
         done = run(spec, Request(plan.options, plan.configs, bootstrap=draws), advance)
-    analysis = analysis_document(done)
-    warn_about_input(analysis, quiet)
-    presets: dict[str, Any] = {}
+    analysis = analysis_result(done)
+    warn_about_input(analysis.source, quiet)
+    presets: dict[str, ConfigurationResult] = {}
     if done.comparison is not None:
-        document = comparison_document(done, plan.configs)
-        presets = {entry["name"]: entry for entry in document["presets"]}
+        compared = comparison_result(done, plan.configs)
+        presets = {entry.name: entry for entry in compared.presets}
     return analysis, presets, done.replicates()
 
 
@@ -317,8 +318,8 @@ def check(
         validate_rules(
             rules,
             MetricCatalog(
-                analysis=list(analysis["overall"]),
-                presets={name: list(entry["overall"]) for name, entry in presets.items()},
+                analysis=list(analysis.overall),
+                presets={name: list(entry.overall) for name, entry in presets.items()},
                 available_presets=catalog.available_presets,
                 baseline=catalog.baseline,
             ),
@@ -326,7 +327,7 @@ def check(
         inputs = CheckInputs(analysis, presets, replicates, baseline)
         results = evaluate_rules(rules, inputs, settings)
         if plan.with_defaults:
-            results += diagnosis_results(analysis["diagnosis"])
+            results += diagnosis_results(analysis.diagnosis)
         document = check_document(
             inputs, results, settings, None if baseline_path is None else str(baseline_path)
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -144,10 +145,11 @@ def compare_presets(
                 configs = []  # a sweep alone: only its grid
         spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
-            document, recommendation = compare_and_recommend(
+            result, recommendation = compare_and_recommend(
                 spec, configs, chosen, planned_sweep, advance
             )
-        warn_about_input(document, quiet)
+        warn_about_input(result.source, quiet)
+        document = result.to_json()
         if "--json" in written:
             write_output(written["--json"], document)
     if quiet:
@@ -180,7 +182,7 @@ def _cell(figure: str, value: float | None) -> str:
     return f"{100 * value:.2f}%" if figure in PERCENT else fmt(value)
 
 
-def _sort_key(figure: str) -> Any:
+def _sort_key(figure: str) -> Callable[[dict[str, Any]], float]:
     def key(entry: dict[str, Any]) -> float:
         value = entry["summary"].get(figure)
         if value is None or math.isnan(value):

@@ -36,6 +36,7 @@ from rcdiag.commands._report_document import (
 from rcdiag.commands._terminal import CHI2_METRICS, CHI2_NOTE
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.model import ReportDocument
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
@@ -81,16 +82,16 @@ def summary_line(choice: dict[str, Any], dialect: str) -> str:
     return key_line(choice["config"], "legacy" if dialect == "legacy" else "latest")
 
 
-def show(document: dict[str, Any]) -> None:
+def show(document: ReportDocument) -> None:
     """The recommendation on the terminal: verdict, findings, choices with reasons, config."""
     from rcdiag.assess.recommend import expected_text
 
-    source = document.get("source") or {}
-    verdict = document.get("verdict") or {}
-    rec = document.get("recommendation") or {}
-    dialect = str(document.get("dialect"))
+    source = document.source
+    verdict = document.verdict or {}
+    rec = document.recommendation or {}
+    dialect = document.dialect
     status = str(verdict.get("status"))
-    paths = source.get("paths") or ["?"]
+    paths = source.paths or ("?",)
     where = printable(str(paths[0])) if len(paths) == 1 else f"{len(paths)} files"
     stdout.print(
         header_line(
@@ -99,9 +100,9 @@ def show(document: dict[str, Any]) -> None:
             [
                 where,
                 f"dialect {printable(dialect)}",
-                f"{source.get('rows', 0):,} sequences",
-                f"{source.get('valid_tokens', 0):,} valid tokens",
-                f"{source.get('steps', 0)} steps",
+                f"{source.rows:,} sequences",
+                f"{source.valid_tokens:,} valid tokens",
+                f"{source.steps} steps",
             ],
         )
     )
@@ -150,7 +151,7 @@ def show(document: dict[str, Any]) -> None:
                 for group in rec["avoid"]
             ]
         )
-    overall = document.get("overall") or {}
+    overall = document.overall or {}
     if any((overall.get(name) or 0.0) < 0 for name in CHI2_METRICS):
         notes.append(CHI2_NOTE)
     for note in notes:
@@ -158,11 +159,11 @@ def show(document: dict[str, Any]) -> None:
         stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))
 
 
-def write_config(document: dict[str, Any], path: Path, quiet: bool) -> bool:
+def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:
     """Write the recommended configuration's verl YAML to ``path`` (atomically); when none is
     recommended (a dump bug, no overall metrics), write nothing and say why. Returns whether it
     wrote."""
-    rec = document.get("recommendation") or {}
+    rec = document.recommendation or {}
     choices = rec.get("choices") or []
     if not choices:
         if not quiet:
@@ -208,7 +209,7 @@ def recommend(
                 document, written["--output"], quiet
             )
             if "--json" in written:
-                write_output(written["--json"], document)
+                write_output(written["--json"], document.to_json())
             if not quiet:
                 show(document)
     if quiet:

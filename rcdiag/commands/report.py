@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -32,26 +32,26 @@ from rcdiag.commands._report_document import (
 )
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.model import ReportDocument
 
 
-def headline(document: dict[str, Any]) -> str:
+def headline(document: ReportDocument) -> str:
     """The verdict and its headline."""
-    verdict = document.get("verdict") or {}
+    verdict = document.verdict or {}
     word = {"healthy": "HEALTHY", "watch": "WATCH", "act": "ACT"}.get(
         str(verdict.get("status")), "NO VERDICT"
     )
     return f"{word}: {verdict.get('headline', '')}"
 
 
-def advice(document: dict[str, Any]) -> tuple[str, str] | None:
+def advice(document: ReportDocument) -> tuple[str, str] | None:
     """The recommended configuration: its name, and its verl keys (None when none is)."""
     from rcdiag.assess.snippets import key_line
 
-    choices = (document.get("recommendation") or {}).get("choices") or []
+    choices = (document.recommendation or {}).get("choices") or []
     if not choices:
         return None
-    legacy = document.get("dialect") == "legacy"
-    return choices[0]["name"], key_line(choices[0]["config"], "legacy" if legacy else "latest")
+    return choices[0]["name"], key_line(choices[0]["config"], document.dialect)
 
 
 @reads_dump
@@ -83,10 +83,11 @@ def report(
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
+        data = document.to_json()
         with malformed_results(from_json):
-            size = write_html(written["--output"], document)
+            size = write_html(written["--output"], data)
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], data)
     if quiet:
         return
     stdout.print(Text(printable(headline(document))))
@@ -94,7 +95,7 @@ def report(
     if use is not None:
         stdout.print(Text(f"→ use {printable(use[0])}"))
         stdout.print(paragraph(Text(printable(use[1])), indent=2))
-    if not (document.get("recommendation") or {}).get("measured", True):
+    if not (document.recommendation or {}).get("measured", True):
         stderr.print(Text(f"note: {UNMEASURED_LINE}"))
     wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
     if "--json" in written:

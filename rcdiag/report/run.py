@@ -1,7 +1,7 @@
 """One pass over a dump → the report document: analyze + compare-presets + profile + verdict + advice.
 
-The document is a superset of the ``rcdiag analyze`` JSON (docs/report.md: ``source``, ``overall``,
-``steps``, ``checks``) with
+The document (:class:`~rcdiag.model.ReportDocument`) is a superset of the ``rcdiag analyze`` result
+(docs/report.md: ``source``, ``options``, ``overall``, ``steps``, ``checks``, ``diagnosis``) with
 
 * ``presets`` — the compare-presets entries of every preset of the dialect (aliases with an identical
   configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
@@ -15,39 +15,24 @@ The document is a superset of the ``rcdiag analyze`` JSON (docs/report.md: ``sou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from rcdiag import SCHEMA_VERSION
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.assess.recommend import recommend
 from rcdiag.assess.verdict import verdict
-from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.presets import PRESETS
-from rcdiag.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K
+from rcdiag.model import AnalysisResult, Profile, ReportDocument
 from rcdiag.pipeline import DumpSpec, Progress, Request, run
-from rcdiag.report.schema import check_shape
-from rcdiag.results import analysis_document, configuration_result, json_safe
-
-ANALYZE_KEYS: tuple[str, ...] = (
-    "schema_version",
-    "rcdiag_version",
-    "dialect",
-    "source",
-    "options",
-    "overall",
-    "steps",
-    "checks",
-    "diagnosis",
-)
-"""The keys of a report document that form the ``rcdiag analyze`` document (docs/report.md)."""
+from rcdiag.results import analysis_result, configuration_result, sweep_result
 
 
 @dataclass(frozen=True)
@@ -69,14 +54,9 @@ class ReportOptions:
         return AnalyzeOptions(dialect=self.dialect, veto_threshold=self.veto_threshold)
 
 
-def _preset_entry(comparison: PresetComparison, named: NamedConfig, purpose: str) -> dict[str, Any]:
-    entry = configuration_result(comparison, named, per_step_metrics=False)
-    return {"name": entry.pop("name"), "purpose": purpose, **entry}
-
-
 def build_report_document(
     dump: DumpSpec, options: ReportOptions | None = None, progress: Progress | None = None
-) -> dict[str, Any]:
+) -> ReportDocument:
     """Read the dump once and return the report document (module docstring).
 
     Raises:
@@ -94,91 +74,77 @@ def build_report_document(
     done = run(dump, request, progress)
     comparison, profile = done.comparison, done.profile
     assert comparison is not None and profile is not None
-    document = analysis_document(done)
-    document["options"]["top_k"] = options.top_k
+    analysis = analysis_result(done)
     registry = PRESETS[options.dialect]
-    document |= {
-        "presets": [_preset_entry(comparison, c, registry[c.name].purpose) for c in presets],
-        "preset_aliases": aliases,
-        "sweeps": [
-            {
-                "key": sweep.key,
-                "target": sweep.target,
-                "title": sweep.title,
-                "points": [
-                    {
-                        "threshold": threshold,
-                        "config": dict(c.config),
-                        "summary": comparison.summary(c.name),
-                    }
-                    for threshold, c in zip(sweep.thresholds, sweep.configs, strict=True)
-                ],
-            }
-            for sweep in sweeps
-        ],
-        "profile": profile.result(),
-    }
-    return complete(json_safe(document))
+    document = ReportDocument.of(
+        dataclasses.replace(
+            analysis, options=dataclasses.replace(analysis.options, top_k=options.top_k)
+        ),
+        presets=tuple(
+            configuration_result(comparison, c, False, registry[c.name].purpose) for c in presets
+        ),
+        preset_aliases=aliases,
+        sweeps=tuple(
+            sweep_result(comparison, s.target, s.thresholds, s.configs, s.key, s.title)
+            for s in sweeps
+        ),
+        profile=Profile.from_json(profile.result(), source="the mismatch profile"),
+    )
+    return complete(document)
 
 
-def complete(document: dict[str, Any]) -> dict[str, Any]:
-    """Add ``verdict`` and ``recommendation`` when the document lacks them (pure functions of it)."""
-    if "verdict" not in document:
-        document = {**document, "verdict": verdict(document)}
-    if "recommendation" not in document:
-        document = {**document, "recommendation": recommend(document)}
-    return document
+def complete(document: ReportDocument) -> ReportDocument:
+    """Add the verdict and the recommendation when the document lacks them (pure functions of
+    the rest, :mod:`rcdiag.assess.verdict` and :mod:`rcdiag.assess.recommend`)."""
+    if document.verdict is not None and document.recommendation is not None:
+        return document
+    data = document.to_json()
+    return dataclasses.replace(
+        document,
+        verdict=document.verdict if document.verdict is not None else verdict(data),
+        recommendation=document.recommendation
+        if document.recommendation is not None
+        else recommend(data),
+    )
 
 
-def load_document(path: Path) -> dict[str, Any]:
-    """A results JSON of ``rcdiag report``, ``analyze`` or ``compare-presets``, checked.
+def load_document(path: Path) -> ReportDocument:
+    """A results JSON of ``rcdiag report``, ``analyze`` or ``compare-presets``, checked field by
+    field (:meth:`~rcdiag.model.ReportDocument.from_json`).
 
     A compare-presets ``sweep`` (one target, rejection only) is listed under ``sweeps`` for its
-    table; its points carry no token TIS, so the report draws no sweep curve for it.
+    table; its points carry no token TIS, so the report draws no sweep curve for it. The verdict
+    and the recommendation in the file are left out: :func:`complete` computes them again.
 
     Raises:
-        UsageError: unreadable file, not JSON, or not an rcdiag results document of schema 1.
+        UsageError: unreadable file, not JSON.
+        InputError: not an rcdiag results document of this schema version, or a malformed field.
     """
     text = read_text_input(path, "results JSON", ": pass it without --from")
     try:
-        document = json.loads(text)
+        parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise UsageError(f"{path}: not rcdiag results (JSON nested too deeply)") from None
-    if not isinstance(document, dict) or "schema_version" not in document:
-        raise UsageError(
-            f"{path}: not rcdiag results (expected the JSON of rcdiag report, analyze or "
-            "compare-presets, with a schema_version)"
-        )
-    if document["schema_version"] != SCHEMA_VERSION:
-        raise UsageError(
-            f"{path}: results schema_version {document['schema_version']!r}; this rcdiag reads "
-            f"{SCHEMA_VERSION}"
-        )
-    if document.get("dialect") not in DIALECTS:
-        raise UsageError(f"{path}: unknown dialect {document.get('dialect')!r}")
-    if not isinstance(document.get("source"), dict):
-        raise UsageError(f"{path}: not rcdiag results (no 'source' object)")
-    check_shape(document, str(path))
-    if isinstance(document.get("sweep"), dict) and "sweeps" not in document:
-        sweep = document["sweep"]
-        document["sweeps"] = [
-            {
-                **sweep,
-                "key": sweep.get("target"),
-                "title": f"{sweep.get('target')} (rejection only)",
-            }
-        ]
-    # the verdict and the advice are pure functions of the rest: recomputed, never trusted
-    return {k: v for k, v in document.items() if k not in ("verdict", "recommendation")}
+    if isinstance(parsed, dict):
+        # the verdict and the advice are pure functions of the rest: recomputed, never trusted
+        parsed = {k: v for k, v in parsed.items() if k not in ("verdict", "recommendation")}
+    document = ReportDocument.from_json(parsed, source=str(path))
+    sweep = document.sweep
+    if sweep is not None and document.sweeps is None:
+        title = f"{sweep.target} (rejection only)"
+        listed = dataclasses.replace(sweep, key=sweep.target, title=title)
+        document = dataclasses.replace(document, sweeps=(listed,))
+    return document
 
 
 @contextlib.contextmanager
 def malformed_results(path: Path | None) -> Iterator[None]:
     """Report a results document from ``path`` that the report cannot use as bad input naming the
-    file (for the inconsistencies :func:`~rcdiag.report.schema.check_shape` does not catch); a
-    no-op for a document computed from a dump (``path`` None), where such an error is a bug."""
+    file (for the inconsistencies between well-typed fields that
+    :meth:`~rcdiag.model.ReportDocument.from_json` does not catch); a no-op for a document
+    computed from a dump (``path`` None), where such an error is a bug."""
     if path is None:
         yield
         return
@@ -189,9 +155,8 @@ def malformed_results(path: Path | None) -> Iterator[None]:
         raise UsageError(f"{path}: not valid rcdiag results ({detail})") from exc
 
 
-def analyze_part(document: dict[str, Any]) -> dict[str, Any]:
-    """The ``rcdiag analyze`` document inside a report document (what ``analyze --json`` writes)."""
-    part = {k: document[k] for k in ANALYZE_KEYS if k in document}
-    if "options" in part:
-        part["options"] = {k: v for k, v in part["options"].items() if k != "top_k"}
-    return part
+def analyze_part(document: ReportDocument) -> AnalysisResult:
+    """The ``rcdiag analyze`` result inside a report document (what ``analyze --json`` writes)."""
+    analysis = document.analysis
+    assert analysis is not None, "a report document computed from a dump holds the analysis"
+    return analysis

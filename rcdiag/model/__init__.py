@@ -1,0 +1,65 @@
+"""Typed results: what every command computes, as frozen dataclasses with ``to_json``/``from_json``.
+
+``to_json()`` gives the JSON document docs/report.md ("Results JSON") describes (NaN and ±inf as
+null); ``X.from_json(obj, source=name)`` checks a parsed JSON value field by field and raises
+:class:`~rcdiag.errors.InputError` naming ``name`` and the field's path for the first value of the
+wrong type. ``X.from_json(doc, source=...).to_json() == doc`` for every document rcdiag writes.
+
+Documents:
+
+* :class:`AnalysisResult` — ``rcdiag analyze --json``;
+* :class:`ComparisonResult` — ``rcdiag compare-presets --json``;
+* :class:`ReportDocument` — ``rcdiag report --json`` (and what ``report --from`` reads);
+* :class:`Baseline` — ``rcdiag baseline``.
+
+Their parts: :class:`SourceInfo`, :class:`RunOptions`, :class:`StepResult`, :class:`MetricStatus`,
+:class:`Diagnosis` and :class:`Cause`, :class:`ConfigurationResult` with :class:`PresetStep` and
+:class:`WorstStep`, :class:`SweepResult` and :class:`SweepPoint`, :class:`Profile` with
+:class:`Histogram`, :class:`Bucket` and :class:`TopSequence`.
+
+This package only holds, writes and checks results; :mod:`rcdiag.results` builds them from a pass
+over a dump, :mod:`rcdiag.assess` makes the judgements in them.
+"""
+
+from __future__ import annotations
+
+from rcdiag.model.analysis import AnalysisResult, RunOptions, SourceInfo, StepResult
+from rcdiag.model.baseline import BASELINE_KIND, Baseline
+from rcdiag.model.comparison import (
+    ComparisonResult,
+    ConfigurationResult,
+    PresetStep,
+    SweepPoint,
+    SweepResult,
+    WorstStep,
+)
+from rcdiag.model.diagnosis import STATUSES, Cause, Diagnosis, MetricStatus, Status
+from rcdiag.model.fields import json_safe
+from rcdiag.model.profile import Bucket, Histogram, Profile, TopSequence
+from rcdiag.model.report import ReportDocument
+
+__all__ = [
+    "BASELINE_KIND",
+    "STATUSES",
+    "AnalysisResult",
+    "Baseline",
+    "Bucket",
+    "Cause",
+    "ComparisonResult",
+    "ConfigurationResult",
+    "Diagnosis",
+    "Histogram",
+    "MetricStatus",
+    "PresetStep",
+    "Profile",
+    "ReportDocument",
+    "RunOptions",
+    "SourceInfo",
+    "Status",
+    "StepResult",
+    "SweepPoint",
+    "SweepResult",
+    "TopSequence",
+    "WorstStep",
+    "json_safe",
+]

@@ -1,0 +1,130 @@
+"""The judgement part of every result document: metric statuses (``checks``) and the diagnosis.
+
+The vocabulary (``healthy`` / ``watch`` / ``act``) is the metric registry's
+(:mod:`rcdiag.assess.registry`); the causes are those of :mod:`rcdiag.assess.diagnosis`
+(docs/diagnosis.md). Both modules make these records; this one only holds and (de)serializes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_number
+
+Status = Literal["healthy", "watch", "act"]
+"""``healthy``: inside every published range; ``watch``: past a range that calls for attention;
+``act``: past a range that calls for a fix or a correction."""
+STATUSES: tuple[Status, ...] = ("healthy", "watch", "act")
+
+Kind = Literal["dump_bug", "mismatch"]
+"""``dump_bug``: the dump was made wrongly (fix the pipeline); ``mismatch``: a real mismatch."""
+KINDS: tuple[Kind, ...] = ("dump_bug", "mismatch")
+
+
+@dataclass(frozen=True)
+class MetricStatus(JsonRecord):
+    """A metric's value and status: one entry of a result document's ``checks``.
+
+    Attributes:
+        metric: the metric's name (``rollout_corr/k3_kl``).
+        value: its overall value.
+        status: the most severe band of the registry the value breaches (``healthy`` when none).
+        band: that band as a condition (``k3_kl > 0.001``); None when healthy.
+        source: who published the band's limit; None when healthy.
+    """
+
+    metric: str
+    value: float
+    status: Status
+    band: str | None
+    source: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "value": safe_number(self.value),
+            "status": self.status,
+            "band": self.band,
+            "source": self.source,
+        }
+
+    @classmethod
+    def read(cls, field: Field) -> MetricStatus:
+        return cls(
+            metric=field["metric"].string(),
+            value=field["value"].number(),
+            status=cast(Status, field["status"].choice(STATUSES)),
+            band=field["band"].optional_string(),
+            source=field["source"].optional_string(),
+        )
+
+
+@dataclass(frozen=True)
+class Cause(JsonRecord):
+    """One diagnosed cause: what it is, how bad, the numbers behind it, and what to do.
+
+    Attributes:
+        id: the detector's id (``growing_drift``, ``swapped_columns``, …; docs/diagnosis.md).
+        kind: ``dump_bug`` or ``mismatch``.
+        severity: ``watch`` or ``act`` (``healthy`` never names a cause).
+        summary: one sentence with the numbers.
+        evidence: the statistics the detector decided on, by name (JSON values).
+        advice: what to do.
+    """
+
+    id: str
+    kind: Kind
+    severity: Status
+    summary: str
+    evidence: dict[str, Any]
+    advice: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": json_safe(self.evidence),
+            "advice": self.advice,
+        }
+
+    @classmethod
+    def read(cls, field: Field) -> Cause:
+        return cls(
+            id=field["id"].string(),
+            kind=cast(Kind, field["kind"].choice(KINDS)),
+            severity=cast(Status, field["severity"].choice(STATUSES)),
+            summary=field["summary"].string(),
+            evidence=dict(field["evidence"].mapping()),
+            advice=field["advice"].string(),
+        )
+
+
+@dataclass(frozen=True)
+class Diagnosis(JsonRecord):
+    """The verdict-bearing part of every result document (``diagnosis``).
+
+    Attributes:
+        verdict: the worst of the metric statuses and of the causes' severities.
+        causes: the diagnosed causes; a dump bug, when found, is the only one.
+    """
+
+    verdict: Status
+    causes: tuple[Cause, ...] = field(default_factory=tuple)
+
+    @property
+    def dump_bug(self) -> Cause | None:
+        """The dump bug found, if any (the numbers then describe the bug, not the training)."""
+        return next((c for c in self.causes if c.kind == "dump_bug"), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "causes": [c.to_json() for c in self.causes]}
+
+    @classmethod
+    def read(cls, field: Field) -> Diagnosis:
+        return cls(
+            verdict=cast(Status, field["verdict"].choice(STATUSES)),
+            causes=tuple(Cause.read(c) for c in field["causes"].items()),
+        )

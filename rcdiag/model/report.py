@@ -1,0 +1,172 @@
+"""The document of ``rcdiag report`` (docs/report.md, "Results first, HTML second").
+
+A report document is the ``rcdiag analyze`` document with the preset comparison, the candidate
+sweeps, the profile, and the verdict and recommendation computed from them. ``rcdiag report --from``
+also reads a plain analyze or compare-presets document as one: every part is optional but the
+header and ``source``, and the page says what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rcdiag import __version__
+from rcdiag.dialects import Dialect
+from rcdiag.model.analysis import (
+    AnalysisResult,
+    Metrics,
+    RunOptions,
+    SourceInfo,
+    StepResult,
+    header,
+    read_checks,
+    read_header,
+    read_steps,
+)
+from rcdiag.model.comparison import ConfigurationResult, SweepResult, read_presets
+from rcdiag.model.diagnosis import Diagnosis, MetricStatus
+from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
+from rcdiag.model.profile import Profile
+
+
+@dataclass(frozen=True)
+class ReportDocument(JsonRecord):
+    """Everything the HTML report shows (``to_json()`` is ``rcdiag report --json``).
+
+    Attributes:
+        dialect: ``latest`` or ``legacy``.
+        source: what was read.
+        options: the analysis options, with ``top_k`` (None: not in the document).
+        overall: every metric of the whole dump (None: not in the document, as below).
+        steps: the metrics of each step.
+        checks: the registry status of each judged metric.
+        diagnosis: the verdict and the diagnosed causes.
+        presets: every preset of the dialect (aliases left out), figures only per step.
+        preset_aliases: alias → the preset with identical settings it duplicates.
+        sweeps: the candidate sweeps of docs/recommendation.md, overall figures per point.
+        sweep: the ``--sweep`` of a compare-presets document read with ``--from``.
+        profile: where the mismatch lives.
+        verdict: the verdict object of :func:`rcdiag.assess.verdict.verdict` (a pure function of
+            the rest; the report recomputes it for a document read back).
+        recommendation: the object of :func:`rcdiag.assess.recommend.recommend` (likewise).
+        rcdiag_version: the version of rcdiag that computed the numbers.
+    """
+
+    dialect: Dialect
+    source: SourceInfo
+    options: RunOptions | None = None
+    overall: Metrics | None = None
+    steps: tuple[StepResult, ...] | None = None
+    checks: tuple[MetricStatus, ...] | None = None
+    diagnosis: Diagnosis | None = None
+    presets: tuple[ConfigurationResult, ...] | None = None
+    preset_aliases: Mapping[str, str] | None = None
+    sweeps: tuple[SweepResult, ...] | None = None
+    sweep: SweepResult | None = None
+    profile: Profile | None = None
+    verdict: Mapping[str, Any] | None = None
+    recommendation: Mapping[str, Any] | None = None
+    rcdiag_version: str = __version__
+
+    @classmethod
+    def of(cls, analysis: AnalysisResult, **parts: Any) -> ReportDocument:
+        """The document of an analysis and the report's other parts (keyword arguments)."""
+        return cls(
+            dialect=analysis.dialect,
+            source=analysis.source,
+            options=analysis.options,
+            overall=analysis.overall,
+            steps=analysis.steps,
+            checks=analysis.checks,
+            diagnosis=analysis.diagnosis,
+            rcdiag_version=analysis.rcdiag_version,
+            **parts,
+        )
+
+    @property
+    def analysis(self) -> AnalysisResult | None:
+        """The ``rcdiag analyze`` result inside the document (what ``analyze --json`` writes);
+        None when the document lacks a part of it (a compare-presets document)."""
+        if (
+            self.options is None
+            or self.overall is None
+            or self.steps is None
+            or self.checks is None
+            or self.diagnosis is None
+        ):
+            return None
+        return AnalysisResult(
+            dialect=self.dialect,
+            source=self.source,
+            options=replace(self.options, top_k=None),
+            overall=self.overall,
+            steps=self.steps,
+            checks=self.checks,
+            diagnosis=self.diagnosis,
+            rcdiag_version=self.rcdiag_version,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **header(self.dialect, self.rcdiag_version),
+            "source": self.source.to_json(),
+        }
+        if self.options is not None:
+            out["options"] = self.options.to_json()
+        if self.overall is not None:
+            out["overall"] = safe_numbers(self.overall)
+        if self.steps is not None:
+            out["steps"] = [s.to_json() for s in self.steps]
+        if self.checks is not None:
+            out["checks"] = [c.to_json() for c in self.checks]
+        if self.diagnosis is not None:
+            out["diagnosis"] = self.diagnosis.to_json()
+        if self.presets is not None:
+            out["presets"] = [p.to_json() for p in self.presets]
+        if self.preset_aliases is not None:
+            out["preset_aliases"] = dict(self.preset_aliases)
+        if self.sweep is not None:
+            out["sweep"] = self.sweep.to_json()
+        if self.sweeps is not None:
+            out["sweeps"] = [s.to_json() for s in self.sweeps]
+        if self.profile is not None:
+            out["profile"] = self.profile.to_json()
+        if self.verdict is not None:
+            out["verdict"] = json_safe(self.verdict)
+        if self.recommendation is not None:
+            out["recommendation"] = json_safe(self.recommendation)
+        return out
+
+    @classmethod
+    def read(cls, field: Field) -> ReportDocument:
+        head = read_header(field)
+
+        def part(key: str) -> Field | None:
+            found = field.get(key)
+            return None if found is None or found.is_null() else found
+
+        options, overall, steps = part("options"), part("overall"), part("steps")
+        checks, diagnosis, presets = part("checks"), part("diagnosis"), part("presets")
+        aliases, sweeps, sweep = part("preset_aliases"), part("sweeps"), part("sweep")
+        profile, verdict, recommendation = part("profile"), part("verdict"), part("recommendation")
+        return cls(
+            dialect=head.dialect,
+            rcdiag_version=head.rcdiag_version,
+            source=SourceInfo.read(field["source"]),
+            options=None if options is None else RunOptions.read(options),
+            overall=None if overall is None else overall.numbers(),
+            steps=None if steps is None else read_steps(steps),
+            checks=None if checks is None else read_checks(checks),
+            diagnosis=None if diagnosis is None else Diagnosis.read(diagnosis),
+            presets=None if presets is None else read_presets(presets),
+            preset_aliases=None
+            if aliases is None
+            else {alias: preset.string() for alias, preset in aliases.entries()},
+            sweeps=None if sweeps is None else tuple(SweepResult.read(s) for s in sweeps.items()),
+            sweep=None if sweep is None else SweepResult.read(sweep),
+            profile=None if profile is None else Profile.read(profile),
+            verdict=None if verdict is None else dict(verdict.mapping()),
+            recommendation=None if recommendation is None else dict(recommendation.mapping()),
+        )
