@@ -22,7 +22,7 @@ from rcdiag.correction.engine import (
     TokenView,
     plan_components,
 )
-from rcdiag.metrics.grouped import GroupedStats
+from rcdiag.metrics.grouped import GroupedStats, GroupIndex
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
@@ -59,10 +59,12 @@ class NamedConfig:
 @dataclass
 class _Tracked:
     component: Component
+    index: GroupIndex
     stats: GroupedStats = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stats = GroupedStats({**self.component.kinds, **self.component.run_kinds})
+        kinds = {**self.component.kinds, **self.component.run_kinds}
+        self.stats = GroupedStats(kinds, self.index)
 
 
 class PresetComparison:
@@ -108,7 +110,8 @@ class PresetComparison:
 
     def _track(self, name: str, parts: tuple[Component, ...]) -> None:
         for part in parts:
-            self._tracked.setdefault(part, _Tracked(part))
+            if part not in self._tracked:
+                self._tracked[part] = _Tracked(part, self.base.index)
         self._parts[name] = parts
 
     def update(self, batch: RaggedBatch) -> None:

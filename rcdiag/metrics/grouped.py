@@ -49,6 +49,53 @@ def _combine(a: Moments, b: Moments) -> Moments:
     return Moments(n, mean, m2)
 
 
+class GroupIndex:
+    """Group key → slot, shared by the :class:`GroupedStats` that see the same batches (every
+    component of a comparison), so each batch's keys are looked up once, not once per statistic.
+
+    The last keys and slots asked are answered again without work when the same arrays come back
+    (held here, so their identity cannot be reused); arrays handed in must not change afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.slot_of: dict[int, int] = {}
+        self.key_of: list[int] = []
+        # (keys, slots) and (slots, groups) of the last calls: rows and runs of one batch
+        self._slots: list[tuple[I64, I64]] = []
+        self._groups: list[tuple[I64, tuple[I64, I64]]] = []
+
+    def slots_for(self, keys: I64) -> I64:
+        """Slot index of each row's group key, creating slots for keys not seen before."""
+        for seen, slots in self._slots:
+            if seen is keys:
+                return slots
+        unique, inverse = np.unique(keys, return_inverse=True)
+        slot_of_unique = np.empty(unique.size, dtype=np.int64)
+        for j, key in enumerate(unique.tolist()):
+            slot = self.slot_of.get(key)
+            if slot is None:
+                slot = self.slot_of[key] = len(self.key_of)
+                self.key_of.append(key)
+            slot_of_unique[j] = slot
+        slots = slot_of_unique[inverse.reshape(-1)]
+        self._slots = [*self._slots[-(_REMEMBERED - 1) :], (keys, slots)]
+        return slots
+
+    def groups_of(self, slots: I64) -> tuple[I64, I64]:
+        """The distinct slots of ``slots`` and each row's index among them."""
+        for seen, groups in self._groups:
+            if seen is slots:
+                return groups
+        present, local = np.unique(slots, return_inverse=True)
+        groups = (present, local.reshape(-1))
+        self._groups = [*self._groups[-(_REMEMBERED - 1) :], (slots, groups)]
+        return groups
+
+
+_REMEMBERED = 4
+"""How many recent key arrays :class:`GroupIndex` answers again without work."""
+
+
 class GroupedStats:
     """Named statistics, one value per group, combined by ``sum``, ``max``, ``min`` or ``moments``.
 
@@ -63,10 +110,9 @@ class GroupedStats:
         ([3, 7], {'n': 3.0, 'hi': 2.5}, {'n': 7.0, 'hi': 2.5})
     """
 
-    def __init__(self, kinds: Mapping[str, Kind]) -> None:
+    def __init__(self, kinds: Mapping[str, Kind], index: GroupIndex | None = None) -> None:
         self.kinds: dict[str, Kind] = dict(kinds)
-        self._slot_of: dict[int, int] = {}
-        self._key_of: list[int] = []
+        self.index = index or GroupIndex()
         self._data: dict[str, F64] = {}
         self._moments: dict[str, Moments] = {}
         for name, kind in self.kinds.items():
@@ -75,18 +121,17 @@ class GroupedStats:
             else:
                 self._data[name] = np.empty(0)
 
+    @property
+    def _slot_of(self) -> dict[int, int]:
+        return self.index.slot_of
+
+    @property
+    def _key_of(self) -> list[int]:
+        return self.index.key_of
+
     def slots_for(self, keys: I64) -> I64:
         """Slot index of each row's group key, creating slots for keys not seen before."""
-        unique, inverse = np.unique(keys, return_inverse=True)
-        slot_of_unique = np.empty(unique.size, dtype=np.int64)
-        for j, key in enumerate(unique.tolist()):
-            slot = self._slot_of.get(key)
-            if slot is None:
-                slot = self._slot_of[key] = len(self._key_of)
-                self._key_of.append(key)
-            slot_of_unique[j] = slot
-        self._grow(len(self._key_of))
-        return slot_of_unique[inverse.reshape(-1)]
+        return self.index.slots_for(keys)
 
     def _grow(self, n: int) -> None:
         for name, arr in self._data.items():
@@ -107,8 +152,8 @@ class GroupedStats:
 
         Touches only the groups present in ``slots``: cost in the batch's rows, not in all groups.
         """
-        present, local = np.unique(slots, return_inverse=True)
-        local = local.reshape(-1)
+        self._grow(len(self._key_of))
+        present, local = self.index.groups_of(slots)
         for name, vals in values.items():
             kind = self.kinds[name]
             if isinstance(vals, Moments):
@@ -137,6 +182,7 @@ class GroupedStats:
 
     def group(self, key: int) -> dict[str, float]:
         """The statistics of one group (constant time: one read per statistic)."""
+        self._grow(len(self._key_of))  # groups another user of the index added
         slot = self._slot_of[key]
         out = {name: float(arr[slot]) for name, arr in self._data.items()}
         for name, m in self._moments.items():
@@ -146,6 +192,7 @@ class GroupedStats:
 
     def groups(self) -> dict[int, dict[str, float]]:
         """The statistics of every group, keyed by group (converted in one sweep per statistic)."""
+        self._grow(len(self._key_of))  # groups another user of the index added
         size = len(self._key_of)
         columns: dict[str, list[float]] = {
             name: arr[:size].tolist() for name, arr in self._data.items()
@@ -160,6 +207,7 @@ class GroupedStats:
 
     def column(self, name: str) -> tuple[I64, F64]:
         """Every group's value of one sum, max or min statistic: (keys, values), sorted by key."""
+        self._grow(len(self._key_of))  # groups another user of the index added
         slots = self._slots_by_key()
         return np.asarray(self._key_of, dtype=np.int64)[slots], self._data[name][slots]
 
@@ -169,6 +217,7 @@ class GroupedStats:
 
     def total(self, keys: Iterable[int] | None = None) -> dict[str, float]:
         """The statistics of the union of the given groups (default: all of them)."""
+        self._grow(len(self._key_of))  # groups another user of the index added
         if keys is None:
             slots = self._slots_by_key()
         else:
