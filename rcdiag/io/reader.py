@@ -22,7 +22,6 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
@@ -338,8 +337,9 @@ def _list_values(
         raise locate(f"column {column!r} has type {list_type}; expected list<{kinds}>", None)
     if array.null_count:
         raise locate(f"column {column!r} is null", _first_true(array.is_null()))
-    lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False).astype(np.int64)
-    flat = pc.list_flatten(array)
+    # the array's own methods: pyarrow.compute would add ~0.1 s to every start-up
+    lengths = array.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = array.flatten()
     if flat.null_count and not kinds.startswith("float"):
         token = _first_true(flat.is_null())
         offsets = np.concatenate([[0], np.cumsum(lengths)])
