@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,ray]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -48,7 +48,7 @@ browser:
 	fi
 
 test: lint browser
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: install
 	$(BIN)/python benchmarks/bench_analyze.py

@@ -98,6 +98,16 @@ class OffPolicyAnalysis:
         self.sketch.add(token_slots, valid_log_ratio, self.stats.keys_of_slots(local))
         return row_stats
 
+    def merge(self, other: OffPolicyAnalysis) -> None:
+        """Fold in an analysis of other rows of the same dump (another worker's files): the
+        result is that of one analysis fed both, up to the order of floating-point sums."""
+        if other.options != self.options:
+            raise ValueError("cannot merge analyses with different options")
+        self.stats.merge(other.stats)
+        self.sketch.merge(other.sketch)
+        self.evidence.merge(other.evidence)
+        self.lags.merge(other.lags)
+
     def consume(self, batches: Iterable[RaggedBatch]) -> OffPolicyAnalysis:
         for batch in batches:
             self.update(batch)

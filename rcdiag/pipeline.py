@@ -17,28 +17,50 @@ from pathlib import Path
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.errors import UsageError
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
 
+ENGINES = ("local", "ray")
+"""Where a pass runs: this process (``local``) or a Ray cluster (``ray``, docs/scale.md)."""
+
 
 @dataclass(frozen=True)
 class DumpSpec:
-    """Where a dump is and how to read it."""
+    """Where a dump is and how to read it.
+
+    Args:
+        engine: ``local`` (this process) or ``ray`` (the files spread over a Ray cluster).
+        ray_address: the cluster for ``ray`` (None: ``RAY_ADDRESS``, else a local Ray).
+    """
 
     paths: Sequence[str | Path]
     columns: ColumnNames = field(default_factory=ColumnNames)
     drop_nonfinite: bool = False
     selection: StepSelection = field(default_factory=StepSelection)
+    engine: str = "local"
+    ray_address: str | None = None
 
-    def reader(self, row_details: bool = False) -> DumpReader:
-        """A streaming reader; ``row_details`` also reads each row's uid and position."""
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+
+    def reader(
+        self,
+        row_details: bool = False,
+        paths: Sequence[str | Path] | None = None,
+        stream_offset: int = 0,
+    ) -> DumpReader:
+        """A streaming reader; ``row_details`` also reads each row's uid and position. ``paths``
+        and ``stream_offset``: a part of the dump (its files, and the rows before them)."""
         return DumpReader(
-            self.paths,
+            self.paths if paths is None else paths,
             self.columns,
             drop_nonfinite=self.drop_nonfinite,
             selection=self.selection,
             row_details=row_details,
+            stream_offset=stream_offset,
         )
 
 
@@ -72,6 +94,59 @@ class Request:
     summary_only: Sequence[NamedConfig] = ()
     profile_top_k: int | None = None
     bootstrap: BootstrapRequest | None = None
+
+
+@dataclass
+class Consumers:
+    """What one pass computes, apart from the reader: mergeable, so that parts of a dump read
+    apart (by workers) combine into the result of one pass (docs/scale.md)."""
+
+    analysis: OffPolicyAnalysis
+    comparison: PresetComparison | None
+    profile: MismatchProfile | None
+    bootstrap: PoissonBootstrap | None
+
+    @classmethod
+    def for_request(cls, request: Request) -> Consumers:
+        options = request.options
+        analysis = OffPolicyAnalysis(options)
+        comparison = None
+        if request.configs or request.summary_only:
+            comparison = PresetComparison(
+                request.configs, request.summary_only, base=analysis.stats
+            )
+        top_k = request.profile_top_k
+        profile = None if top_k is None else MismatchProfile(top_k)
+        boot = None
+        if request.bootstrap is not None:
+            b = request.bootstrap
+            veto = options.effective_veto_threshold
+            boot = PoissonBootstrap(b.replicates, b.seed, b.stream, veto)
+        return cls(analysis, comparison, profile, boot)
+
+    def update(self, batch: RaggedBatch) -> None:
+        """Fold one batch into every consumer; the per-row statistics are computed once."""
+        row_stats = self.analysis.update(batch)
+        if self.bootstrap is not None and row_stats is not None:
+            self.bootstrap.add(row_stats, batch.stream_rows)
+        if self.comparison is not None:
+            self.comparison.update(batch)
+        if self.profile is not None:
+            self.profile.update(batch, row_stats)
+
+    def finish(self, dump: DumpSpec, reader: DumpReader) -> Pass:
+        """The finished pass over ``dump`` (read by ``reader``)."""
+        return Pass(dump, reader, self.analysis, self.comparison, self.profile, self.bootstrap)
+
+    def merge(self, other: Consumers) -> None:
+        """Fold in the consumers of other rows of the same dump, with the same request."""
+        self.analysis.merge(other.analysis)  # also the comparison's shared base
+        if self.comparison is not None and other.comparison is not None:
+            self.comparison.merge(other.comparison)
+        if self.profile is not None and other.profile is not None:
+            self.profile.merge(other.profile)
+        if self.bootstrap is not None and other.bootstrap is not None:
+            self.bootstrap.merge(other.bootstrap)
 
 
 @dataclass
@@ -109,31 +184,17 @@ def stream(
 
 
 def run(dump: DumpSpec, request: Request | None = None, progress: Progress | None = None) -> Pass:
-    """Read ``dump`` once for the analysis and every consumer ``request`` asks for.
+    """Read ``dump`` once for the analysis and every consumer ``request`` asks for, here or on a
+    Ray cluster (``dump.engine``).
 
     Raises:
         InputError: unreadable input (the reader's errors, naming file, row, step and column).
     """
     request = request or Request()
-    options = request.options
-    analysis = OffPolicyAnalysis(options)
-    comparison = None
-    if request.configs or request.summary_only:
-        comparison = PresetComparison(request.configs, request.summary_only, base=analysis.stats)
-    profile = None if request.profile_top_k is None else MismatchProfile(request.profile_top_k)
-    boot = None
-    if request.bootstrap is not None:
-        b = request.bootstrap
-        boot = PoissonBootstrap(b.replicates, b.seed, b.stream, options.effective_veto_threshold)
+    if dump.engine == "ray":
+        from rcdiag.ray_engine import run_on_ray
 
-    def consume(batch: RaggedBatch) -> None:
-        row_stats = analysis.update(batch)
-        if boot is not None and row_stats is not None:
-            boot.add(row_stats)
-        if comparison is not None:
-            comparison.update(batch)
-        if profile is not None:
-            profile.update(batch, row_stats)
-
-    reader = stream(dump, consume, progress, row_details=profile is not None)
-    return Pass(dump, reader, analysis, comparison, profile, boot)
+        return run_on_ray(dump, request, progress)
+    consumers = Consumers.for_request(request)
+    reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
+    return consumers.finish(dump, reader)

@@ -19,8 +19,9 @@ bootstrapped.
 **Reproducibility.** c_ik is a pure function of (seed, stream, row index, k): SplitMix64 in counter
 mode (Steele et al. 2014) turns the counter ``row·K + k`` into 64 random bits, keyed by
 ``SeedSequence((seed, stream))``, and the Poisson(1) inverse CDF turns them into a count. The row
-index is the row's position in reading order (files sorted by path, rows in file order), so results do
-not depend on batch sizes, and the same seed gives identical replicates. The baseline uses stream 0
+index is the row's position among all rows of the dump in reading order (files sorted by path, rows
+in file order, before step selection), so results depend neither on batch sizes nor on how the
+files are split among workers, and the same seed gives identical replicates. The baseline uses stream 0
 and ``rcdiag check`` stream 1, so the weights of the two dumps are independent.
 """
 
@@ -136,20 +137,33 @@ class PoissonBootstrap:
         """Fold one batch of rows into the K weighted sums."""
         if batch.rows == 0:
             return
-        self.add(row_statistics(batch, masked_log_ratio(batch), self.veto_threshold))
+        stats = row_statistics(batch, masked_log_ratio(batch), self.veto_threshold)
+        self.add(stats, batch.stream_rows)
 
-    def add(self, stats: Mapping[str, F64]) -> None:
-        """Fold the :func:`~rcdiag.metrics.offpolicy.row_statistics` of the next rows (in reading
-        order) into the K weighted sums; for a caller that has computed them already."""
+    def add(self, stats: Mapping[str, F64], stream_rows: I64 | None = None) -> None:
+        """Fold the :func:`~rcdiag.metrics.offpolicy.row_statistics` of some rows into the K
+        weighted sums; for a caller that has computed them already. ``stream_rows``: the rows'
+        positions in the dump (:attr:`RaggedBatch.stream_rows`); None: the rows that follow the
+        ones added so far."""
         table = np.column_stack([stats[name] for name in SUM_STATISTICS])
         rows = table.shape[0]
+        if stream_rows is None:
+            stream_rows = np.arange(self._rows, self._rows + rows, dtype=np.int64)
         for start in range(0, rows, ROWS_PER_CHUNK):
             stop = min(start + ROWS_PER_CHUNK, rows)
-            index = np.arange(self._rows + start, self._rows + stop, dtype=np.int64)
-            weights = poisson_weights(index, self.replicates, self._key)
+            weights = poisson_weights(stream_rows[start:stop], self.replicates, self._key)
             with np.errstate(over="ignore", invalid="ignore"):  # +inf, or ∞ − ∞ = NaN, intended
                 self._sums += weighted_sums(weights, table[start:stop])
         self._rows += rows
+
+    def merge(self, other: PoissonBootstrap) -> None:
+        """Fold in the weighted sums of other rows of the same dump (rows weighted by their
+        position in the dump, so the split does not change the replicates)."""
+        if (other.replicates, other._key) != (self.replicates, self._key):
+            raise ValueError("cannot merge bootstraps of different replicates or seeds")
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._sums += other._sums
+        self._rows += other._rows
 
     @property
     def rows(self) -> int:

@@ -199,6 +199,21 @@ StepsOption = Annotated[
     str | None,
     typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty)."),
 ]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Where the pass runs: local (this process) or ray (the dump's files spread over a "
+        "Ray cluster, pip install 'rcdiag[ray]'; docs/scale.md).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster for --engine ray (default: RAY_ADDRESS, else a local Ray).",
+    ),
+]
 
 
 def parse_dialect(value: str | None) -> Dialect | None:
@@ -221,6 +236,8 @@ class DumpOptions:
     mask_col: str | None = None
     step_col: str | None = None
     drop_nonfinite: bool = False
+    engine: str = "local"
+    ray_address: str | None = None
 
     def spec(self, paths: list[str]) -> DumpSpec:
         """Where and how to read the dump.
@@ -241,6 +258,8 @@ class DumpOptions:
             columns=ColumnNames(self.rollout_col, self.training_col, self.mask_col, self.step_col),
             drop_nonfinite=self.drop_nonfinite,
             selection=StepSelection.parse(self.step or (), self.steps),
+            engine=self.engine,
+            ray_address=self.ray_address,
         )
 
 
@@ -255,6 +274,8 @@ _DUMP_OPTION_TYPES: dict[str, Any] = {
     "mask_col": MaskCol,
     "step_col": StepCol,
     "drop_nonfinite": DropNonfinite,
+    "engine": EngineOption,
+    "ray_address": RayAddressOption,
 }
 
 Command = TypeVar("Command", bound=Callable[..., None])

@@ -129,6 +129,17 @@ class PresetComparison:
             if component.run_kinds:
                 stats.add(stats.slots_for(view.runs[1]), component.run_stats(view))
 
+    def merge(self, other: PresetComparison) -> None:
+        """Fold in a comparison of other rows of the same dump with the same configurations.
+        A shared ``base`` is merged by its owner (the analysis), not here."""
+        if other._parts.keys() != self._parts.keys():
+            raise ValueError("cannot merge comparisons of different configurations")
+        self._finished.clear()
+        if self._owns_base:
+            self.base.merge(other.base)
+        for component, tracked in other._tracked.items():
+            self._tracked[component].stats.merge(tracked.stats)
+
     def consume(self, batches: Iterable[RaggedBatch]) -> PresetComparison:
         for batch in batches:
             self.update(batch)

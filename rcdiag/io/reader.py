@@ -364,6 +364,9 @@ class DumpReader:
         selection: steps to keep.
         batch_tokens: target tokens per yielded batch.
         row_details: also read each row's ``uid`` (when the dump has one) and position.
+        stream_offset: the number of rows before these files in the whole dump's reading order
+            (a worker reading a part of the dump), so that each row's ``stream_rows`` is its
+            position in the whole dump.
     """
 
     def __init__(
@@ -375,9 +378,11 @@ class DumpReader:
         selection: StepSelection | None = None,
         batch_tokens: int = 1 << 18,
         row_details: bool = False,
+        stream_offset: int = 0,
     ) -> None:
         self.names = columns or ColumnNames()
         self.files = [open_file(p, self.names) for p in discover(paths)]
+        self.stream_offset = stream_offset
         self.drop_nonfinite = drop_nonfinite
         self.selection = selection or StepSelection()
         self.batch_tokens = batch_tokens
@@ -393,10 +398,12 @@ class DumpReader:
 
     def batches(self) -> Iterator[RaggedBatch]:
         """Every batch of every file, in file order, after validation and step selection."""
+        offset = self.stream_offset
         for dump_file in self.files:
-            yield from self._file_batches(dump_file)
+            yield from self._file_batches(dump_file, offset)
+            offset += dump_file.rows
 
-    def _file_batches(self, dump_file: DumpFile) -> Iterator[RaggedBatch]:
+    def _file_batches(self, dump_file: DumpFile, stream_offset: int) -> Iterator[RaggedBatch]:
         cols = dump_file.columns
         wanted = [cols.rollout, cols.training]
         extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
@@ -414,14 +421,14 @@ class DumpReader:
                 raise InputError(
                     f"{dump_file.path}: corrupt parquet data after row {first_row} ({reason})"
                 ) from exc
-            batch = self._convert(record_batch, dump_file, first_row)
+            batch = self._convert(record_batch, dump_file, first_row, stream_offset)
             first_row += record_batch.num_rows
             self.rows_read += record_batch.num_rows
             if batch is not None and batch.rows:
                 yield batch
 
     def _convert(
-        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int
+        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int, stream_offset: int
     ) -> RaggedBatch | None:
         cols, path = dump_file.columns, dump_file.path
         steps = self._steps(record_batch, dump_file, first_row)
@@ -460,6 +467,7 @@ class DumpReader:
             lags=None
             if cols.lag is None
             else _integer_column(record_batch, cols.lag, path, first_row, minimum=0),
+            stream_rows=np.arange(lengths.size, dtype=np.int64) + (stream_offset + first_row),
         )
         if self.row_details:
             batch = dataclasses.replace(

@@ -169,6 +169,10 @@ class LagBreakdown:
             },
         )
 
+    def merge(self, other: LagBreakdown) -> None:
+        """Fold in the lags of ``other`` (gathered from other rows)."""
+        self.stats.merge(other.stats)
+
     def table(self) -> list[dict[str, float | None]]:
         """One entry per lag: rows, valid tokens, kl, k3_kl and mean |Δ log p| (lags sorted)."""
         out = []

@@ -172,6 +172,20 @@ class GroupedStats:
                 with np.errstate(invalid="ignore"):  # a NaN value (∞ − ∞) makes the extreme NaN
                     (np.maximum if kind == "max" else np.minimum).at(arr, slots, vals)
 
+    def merge(self, other: GroupedStats) -> None:
+        """Fold in the groups of ``other`` (the same statistics, gathered from other rows): sums
+        add, extremes compare, moments combine exactly; a group in both gets both."""
+        if other.kinds != self.kinds:
+            raise ValueError("cannot merge statistics of different kinds")
+        size = len(other._key_of)
+        if size == 0:
+            return
+        keys = np.asarray(other._key_of, dtype=np.int64)
+        values: dict[str, F64 | Moments] = {name: arr[:size] for name, arr in other._data.items()}
+        for name, m in other._moments.items():
+            values[name] = Moments(*(part[:size] for part in m))
+        self.add(self.index.slots_for(keys), values)
+
     def keys_of_slots(self, slots: I64) -> list[int]:
         """The group key of each slot."""
         return [self._key_of[s] for s in slots.tolist()]

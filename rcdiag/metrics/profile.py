@@ -363,7 +363,9 @@ class MismatchProfile:
         return {
             "score": score,
             "step": int(batch.steps[i]),
-            "stream_row": self.rows_seen + i,
+            "stream_row": self.rows_seen + i
+            if batch.stream_rows is None
+            else int(batch.stream_rows[i]),
             "file": batch.source or None,
             "row": None if batch.row_index is None else int(batch.row_index[i]),
             "uid": None if uid is None else str(uid),
@@ -397,6 +399,32 @@ class MismatchProfile:
                 }
             )
         return out
+
+    def merge(self, other: MismatchProfile) -> None:
+        """Fold in the profile of other rows of the same dump: counts and sums add, maxima
+        compare, and the top lists keep the ``top_k`` best of both (ties: the earlier row in the
+        dump), as one profile fed both would."""
+        if other.top_k != self.top_k:
+            raise ValueError("cannot merge profiles with different top_k")
+        for name in ("token_histogram", "seq_sum_histogram", "seq_mean_histogram"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for mine, theirs in (
+            (self.by_rollout_prob, other.by_rollout_prob),
+            (self.by_position, other.by_position),
+        ):
+            for name in _TOKEN_SUMS:
+                mine.sums[name] += theirs.sums[name]
+            np.maximum(mine.abs_max, theirs.abs_max, out=mine.abs_max)
+        for name, values in other.length_sums.items():
+            self.length_sums[name] += values
+        np.maximum(self.length_abs_seq_max, other.length_abs_seq_max, out=self.length_abs_seq_max)
+        self.rows_seen += other.rows_seen
+        self.empty_rows += other.empty_rows
+        self.valid_tokens += other.valid_tokens
+        for ranking, records in other._top.items():
+            merged = self._top[ranking] + records
+            merged.sort(key=lambda r: (-r["score"], r["stream_row"]))
+            self._top[ranking] = merged[: self.top_k]
 
     def result(self) -> dict[str, Any]:
         """The JSON-ready ``profile`` object of the report document (module docstring)."""

@@ -33,6 +33,9 @@ class RaggedBatch:
         uids: each row's prompt-group id (the dump's ``uid`` column), when read.
         lags: each row's policy lag (optimizer steps the rollout policy was behind the trainer,
             the dump's optional ``policy_lag`` column), int64 [B], when the dump records it.
+        stream_rows: each row's position among all rows of the dump in reading order (files
+            sorted by path, rows in file order, before any step selection), int64 [B], when
+            known: the identity of a row whatever the batching or the split across workers.
     """
 
     rollout: F64
@@ -44,6 +47,7 @@ class RaggedBatch:
     row_index: I64 | None = None
     uids: np.ndarray | None = None
     lags: I64 | None = None
+    stream_rows: I64 | None = None
 
     def __post_init__(self) -> None:
         n = self.offsets[-1] if self.offsets.size else 0
@@ -99,6 +103,7 @@ class RaggedBatch:
             row_index=None if self.row_index is None else self.row_index[keep],
             uids=None if self.uids is None else self.uids[keep],
             lags=None if self.lags is None else self.lags[keep],
+            stream_rows=None if self.stream_rows is None else self.stream_rows[keep],
         )
 
 

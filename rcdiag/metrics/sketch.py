@@ -104,6 +104,18 @@ class QuantileSketch:
         if self._pending_size > max(_COMPACT_AT, self._tallies[0].size):
             self._compact()
 
+    def merge(self, other: QuantileSketch) -> None:
+        """Count in every value ``other`` counted (same resolution): the counts of each (group,
+        bucket) add, so the result is the sketch of both value sets, exactly."""
+        if other._shift != self._shift:
+            raise ValueError("cannot merge sketches of different resolutions")
+        tallies = other._compact()
+        if tallies[0].size:
+            self._pending.append(tallies)
+            self._pending_size += tallies[0].size
+            if self._pending_size > max(_COMPACT_AT, self._tallies[0].size):
+                self._compact()
+
     def _compact(self) -> tuple[I64, I64, I64]:
         """Merge the pending entries into the sorted tallies; returns the tallies."""
         if self._pending:
