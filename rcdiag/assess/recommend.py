@@ -17,17 +17,16 @@ A pure function of a result document (:func:`recommend`), documented rule by rul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rcdiag.assess.candidates import (
-    MAX_K2_THRESHOLD,
-    VETO_TAU,
     candidate_sweeps,
     max_threshold,
 )
-from rcdiag.assess.findings import LIMITS, Findings, findings, tokens
+from rcdiag.assess.findings import LIMITS, Findings, findings
+from rcdiag.assess.rules import RULES, Rule, drift_fact
 from rcdiag.assess.snippets import (
     cli_overrides,
     describe,
@@ -36,7 +35,6 @@ from rcdiag.assess.snippets import (
     short_name,
     verl_yaml,
 )
-from rcdiag.assess.verdict import above_healthy
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.formatting import pct, short
@@ -53,148 +51,6 @@ UNMEASURED_LINE = (
 )
 DEFAULT_IS_THRESHOLD = 2.0
 
-
-def _max_criterion(dialect: Dialect) -> str:
-    if dialect == "latest":
-        return (
-            f"seq_max_k2 ≤ {MAX_K2_THRESHOLD}, i.e. every |log ratio| ≤ 9.21 — verl's replacement "
-            "for the 1e-4 veto"
-        )
-    return f"the veto, rollout_token_veto_threshold = {VETO_TAU:g}"
-
-
-GEO_VALVE = (
-    "Geometric-mean rejection is a safety valve: it rejects few sequences now and more as the "
-    "mismatch grows."
-)
-
-
-def _drift_fact(f: Findings) -> str:
-    t = f.trend
-    if t is None:
-        return "The mismatch grows over the steps."
-    return f"The mismatch grows over {t.steps} steps: {t.words()}."
-
-
-def _sequence_weights(f: Findings) -> str:
-    if f.chi2_seq is not None and f.chi2_seq < -0.5:
-        return (
-            f"the sequence weights exp(Σℓ) collapse toward 0 (χ²_seq = {short(f.chi2_seq)}, "
-            f"ESS_seq = {short(f.ess_seq)})"
-        )
-    return (
-        f"χ²_seq = {short(f.chi2_seq)} against χ²_token = {short(f.chi2_token)}, "
-        f"ESS_seq = {short(f.ess_seq)}"
-    )
-
-
-def _over_under(f: Findings) -> str:
-    return "over" if (f.kl or 0.0) > 0 else "under"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One row of the rule table: when it fires, what it does, and why in plain words."""
-
-    id: str
-    when: str
-    then: str
-    applies: Callable[[Findings], bool]
-    because: Callable[[Findings, Dialect], str]
-
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "tiny",
-        "k3_kl ≤ 1e-3 and mean |Δ log p| ≤ 0.02 (overall and over the last quarter of steps), and "
-        "none of seq_explodes, catastrophic, drift fires",
-        "metrics only (disabled); token TIS as insurance and bypass PPO-clip as alternatives",
-        lambda f: (
-            f.size == "tiny" and not (f.sequence_ratios_explode or f.catastrophic or f.drifting)
-        ),
-        lambda f, d: (
-            f"The mismatch is tiny: {f.k3_text(False)} (dense-bf16 range 1e-5 … 1e-3) and "
-            f"{f.abs_text(False)} (healthy bf16 ≈ 0.01). A correction would change almost "
-            "nothing."
-        ),
-    ),
-    Rule(
-        "large",
-        "mean |Δ log p| > 0.1 or |kl| > 0.1 or χ²_token > 1 or k3_kl > 0.1 (overall or recent)",
-        "correct at token level: token TIS",
-        lambda f: f.size == "large",
-        lambda f, d: (
-            f"The mismatch is large: {f.abs_text()} and {f.k3_text()}; slime's gate on mean "
-            "|Δ log p| is 0.1. Uncorrected, these samples bias the policy gradient."
-        ),
-    ),
-    Rule(
-        "moderate",
-        "neither tiny nor large",
-        "correct at token level: token TIS",
-        lambda f: f.size == "moderate",
-        lambda f, d: (
-            f"The mismatch is moderate: {above_healthy(f)}. It stays below the alarms of rule "
-            "large."
-        ),
-    ),
-    Rule(
-        "seq_explodes",
-        "χ²_seq > 1 or ESS_seq < 0.5",
-        "no sequence-level IS (decoupled_seq_is, *_seq_tis, bypass_pg_is) and no seq_sum_k1 "
-        "rejection: token level, or the geometric mean",
-        lambda f: f.sequence_ratios_explode,
-        lambda f, d: (
-            f"Sequence-level ratios explode at these response lengths (mean "
-            f"{tokens(f.length_mean)} tokens, max {tokens(f.length_max)}): the per-token mismatch "
-            f"compounds in exp(Σℓ) and {_sequence_weights(f)}. Correct at token level (or "
-            "filter on the geometric mean), not with sequence-level IS."
-        ),
-    ),
-    Rule(
-        "bias",
-        "|kl| ≥ 0.5 × mean |Δ log p| and mean |Δ log p| > 0.02",
-        "reweight, don't reject: no ratio-band (geometric) rejection",
-        lambda f: f.systematic_bias,
-        lambda f, d: (
-            f"The mismatch is a systematic shift, not noise: |kl| = {short(abs(f.kl or 0.0))} is "
-            f"{pct(f.bias_share, 0)} of mean |Δ log p| (the rollout engine is "
-            f"{_over_under(f)}-confident, as with fp8 rollouts). Every sequence is shifted alike, "
-            "so ratio-band rejection would discard almost all of them: reweight with token IS."
-        ),
-    ),
-    Rule(
-        "catastrophic",
-        "≥ 1e-5 of the valid tokens have π_train/π_rollout < τ (1e-4)",
-        "add a max criterion: seq_max_k2 ≤ 42.4 (latest) or the veto τ = 1e-4 (legacy)",
-        lambda f: f.catastrophic,
-        lambda f, d: (
-            f"Catastrophic tokens present: {pct(f.catastrophic_fraction)} of valid tokens have "
-            f"π_train/π_rollout < {short(f.veto_threshold)}, in {pct(f.veto_fraction)} of sequences. "
-            "The trainer finds such a token nearly impossible, so the rest of its sequence is "
-            f"off-policy too: reject the sequence with a max criterion ({_max_criterion(d)})."
-        ),
-    ),
-    Rule(
-        "drift",
-        "≥ 4 steps, k3_kl grows ≥ ×4 from the first to the last step (fit r ≥ 0.6) and the recent "
-        "k3_kl > 1e-3",
-        "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
-        lambda f: f.drifting,
-        lambda f, d: f"{_drift_fact(f)} {GEO_VALVE}",
-    ),
-    Rule(
-        "growing",
-        "k3_kl grows ≥ ×4 (fit r ≥ 0.6) but the recent k3_kl is still ≤ 1e-3",
-        "a note: re-check on later steps",
-        lambda f: f.growing and not f.drifting,
-        lambda f, d: (
-            f"The mismatch is still small but grows ({f.trend.words() if f.trend else 'k3_kl'}): "
-            "re-run rcdiag on later steps."
-        ),
-    ),
-)
-"""The rule table (docs/recommendation.md). Order is the order reasons are listed in."""
 
 SUMMARY_SHOWN = (
     "kept_token_share",
@@ -385,7 +241,7 @@ def _avoid(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, An
         if names:
             groups.append(
                 {
-                    "reason": "sequence-level ratios explode on this dump (rule seq_explodes): "
+                    "reason": "sequence-level ratios explode on this dump: "
                     f"ESS_seq = {short(f.ess_seq)}, χ²_seq = {short(f.chi2_seq)}",
                     "presets": [_kept(entries, n) for n in names],
                 }
@@ -488,7 +344,7 @@ def _corrected_choices(
 
     # reasons for the parts of the chosen configuration only (no geometric-mean valve left out)
     reasons = [
-        _drift_fact(f) if r.id == "drift" and geo_point is None else r.because(f, dialect)
+        drift_fact(f) if r.id == "drift" and geo_point is None else r.because(f, dialect)
         for r in fired
         if r.id in ("large", "moderate", "seq_explodes", "bias", "catastrophic", "drift")
     ]
@@ -625,8 +481,3 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
         "notes": notes,
         "measured": entries.measured,
     }
-
-
-def rule_table() -> list[dict[str, str]]:
-    """The rule table as rows (id, when, then), for the documentation and the report."""
-    return [{"id": r.id, "when": r.when, "then": r.then} for r in RULES]
