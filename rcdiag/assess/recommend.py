@@ -25,6 +25,7 @@ from rcdiag.assess.candidates import (
     candidate_sweeps,
     max_threshold,
 )
+from rcdiag.assess.diagnosis import CAUSE_TITLES
 from rcdiag.assess.findings import LIMITS, Findings, findings
 from rcdiag.assess.rules import RULES, Rule, drift_fact
 from rcdiag.assess.snippets import (
@@ -438,8 +439,8 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
             "avoid": [],
             "notes": [
                 f"No rollout-correction configuration is recommended: the dump shows a bug in "
-                f"how it was made ({bug['id']}), and importance sampling or rejection would hide "
-                f"it rather than fix it. {bug['advice']}"
+                f"how it was made ({CAUSE_TITLES.get(bug['id'], bug['id']).lower()}), and "
+                f"importance sampling or rejection would hide it rather than fix it. {bug['advice']}"
             ],
             "measured": entries.measured,
             "dump_bug": bug["id"],
