@@ -140,13 +140,15 @@ def nice_ticks(top: float, ticks: int = 5) -> list[float]:
 
 
 def percent_label(share: float) -> str:
-    """A tick label of a share: ``0.25%``, ``1%``, ``12.5%`` (no float noise).
+    """A tick label of a share: ``0.25%``, ``1%``, ``12.5%``, ``0.00002%`` (decimals, no float
+    noise, never scientific).
 
     Example:
-        >>> [percent_label(v) for v in (0.0, 0.0025, 0.01, 0.125)]
-        ['0%', '0.25%', '1%', '12.5%']
+        >>> [percent_label(v) for v in (0.0, 0.0025, 0.01, 0.125, 2e-7)]
+        ['0%', '0.25%', '1%', '12.5%', '0.00002%']
     """
-    return f"{100.0 * share:.10g}%"
+    text = f"{float(f'{100.0 * share:.6g}'):.10f}".rstrip("0").rstrip(".")
+    return f"{text or '0'}%"
 
 
 def log_ticks(values: Sequence[float]) -> dict[str, Any]:
