@@ -47,8 +47,9 @@
   }
 
   function loadPlotly() {
-    if (window.Plotly) { return Promise.resolve(); }
     var blob = document.getElementById("rcdiag-plotly");
+    status.plotly = blob ? "embedded" : "script";
+    if (window.Plotly) { return Promise.resolve(); }
     if (!blob) {
       return Promise.reject(new Error("plotly.js did not load from its <script src>"));
     }
