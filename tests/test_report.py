@@ -357,8 +357,10 @@ def test_glossary_and_chart_axes() -> None:
     "module",
     [
         "rcdiag.report.figures",
-        "rcdiag.report.trends",
+        "rcdiag.report.steps",
         "rcdiag.report.render",
+        "rcdiag.report.plotlyjs",
+        "rcdiag.assess.wording",
         "rcdiag.assess.snippets",
         "rcdiag.formatting",
     ],
