@@ -50,9 +50,11 @@ def _histogram_layout(
     low: float,
     high: float,
     marks: list[tuple[dict[str, Any], go.Scatter | None]],
+    tallest: int,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A signed-log-x, log-count histogram with labelled vertical marks."""
+    """A signed-log-x, log-count histogram with labelled vertical marks; the count axis ends above
+    the tallest bar."""
     return base_layout(
         xaxis={"title": {"text": x_title}, **_symlog_axis(low, high)},
         yaxis={
@@ -60,6 +62,7 @@ def _histogram_layout(
             "title": {"text": y_title},
             "exponentformat": "power",
             "dtick": 1,  # one tick per decade, no crowded minor ticks
+            "range": [-0.2, math.log10(max(tallest, 1)) + 0.25],
         },
         shapes=[m[0] for m in marks],
         hovermode="closest",
@@ -161,6 +164,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             low,
             high,
             marks,
+            max(bar.y),
             height=310,
         )
         charts.append(
@@ -197,6 +201,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             low,
             high,
             marks,
+            max(max(trace.y) for trace in seq_traces),
             height=330,
             barmode="overlay",
         )

@@ -15,7 +15,7 @@ from typing import Any
 from rcdiag.assess.diagnosis import CAUSE_TITLES
 from rcdiag.assess.recommend import recommend
 from rcdiag.assess.references import references
-from rcdiag.assess.registry import REGISTRY
+from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.assess.rules import rule_table
 from rcdiag.assess.verdict import CSS_STATUS, verdict
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
@@ -226,10 +226,11 @@ def _offenders(document: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _causes(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     causes = (document.get("diagnosis") or {}).get("causes") or []
-    return [
+    shown = [
         {**c, "title": CAUSE_TITLES.get(c["id"], c["id"]), "summary": _capital(c["summary"])}
         for c in causes
     ]
+    return sorted(shown, key=lambda c: -rank(c["severity"]))  # most severe first
 
 
 def _capital(text: str) -> str:
