@@ -167,6 +167,8 @@ def test_the_verdict_its_blurb_and_its_reasons_agree(
         assert rec["choices"] == [] and "fix how it is made" in verdict["blurb"]
     if "large enough to bias training" in verdict["blurb"]:
         assert "mismatch is large" in text
+    for row in re.findall(r"<tr class=\"row-(?:recommended|alternative)\">.*?</tr>", page, re.S):
+        assert "not for this dump" not in row, "a preset both advised and advised against"
 
 
 def test_metric_cards_say_what_the_sentences_say(

@@ -141,11 +141,13 @@ def _choice_view(choice: Mapping[str, Any]) -> dict[str, Any]:
 
 def _preset_rows(document: Mapping[str, Any], recommendation: Mapping[str, Any]) -> list[dict]:
     choices = recommendation.get("choices") or []
+    configs = {p["name"]: p.get("config") for p in document.get("presets") or []}
     role_of: dict[str, str] = {}
     for c in choices:
         if c.get("evaluated") and c["evaluated"]["kind"] == "preset":
             role_of.setdefault(c["evaluated"]["ref"], c["role"])
-        elif c.get("preset"):
+        elif c.get("preset") and configs.get(c["preset"]) == c.get("config"):
+            # a sweep point is that preset's row only at the preset's own thresholds
             role_of.setdefault(c["preset"], c["role"])
     avoid_of = {
         p["name"]: group["reason"]
