@@ -29,20 +29,29 @@ def fmt(value: float | None, digits: int = 4) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+TINY_PERCENT = 1e-6
+"""Percentages below this print as ``<0.000001%``."""
+
+
 def pct(value: float | None, digits: int = 1) -> str:
-    """A share as a percentage: ``0.9843`` → ``98.4%``; tiny nonzero shares keep a digit.
+    """A share as a percentage: ``0.9843`` → ``98.4%``; tiny nonzero shares keep one significant
+    digit, written out in decimals (never ``5e-05%``), and below 1e-8 read ``<0.000001%``.
 
     Example:
-        >>> pct(0.98431), pct(1.0), pct(0.99991), pct(0.00002), pct(None)
-        ('98.4%', '100%', '99.99%', '0.002%', '–')
+        >>> pct(0.98431), pct(1.0), pct(0.99991), pct(0.00002), pct(5e-7), pct(1e-12), pct(None)
+        ('98.4%', '100%', '99.99%', '0.002%', '0.00005%', '<0.000001%', '–')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     percent = 100.0 * value
     if percent == 100.0 or percent == 0.0:
         return f"{percent:.0f}%"
+    if abs(percent) < TINY_PERCENT:
+        return f"{'>-' if percent < 0 else '<'}{TINY_PERCENT:.6f}%"
     if abs(percent) < 0.1:
-        return f"{percent:.1g}%"
+        rounded = float(f"{percent:.1g}")
+        decimals = max(0, -math.floor(math.log10(abs(rounded))))
+        return f"{rounded:.{decimals}f}%"
     text = f"{percent:.{digits}f}"
     while float(text) == 100.0 and digits < 4:  # 99.99% must not print as 100.0%
         digits += 1

@@ -1,6 +1,9 @@
-/* rcdiag report: draw every chart from the embedded figures, record the outcome, wire copy buttons.
- * window.__rcdiag (installed first in <head>) collects errors; when every chart has settled, the
- * status is written to <script id="rcdiag-status"> and <html data-rcdiag-done="1"> is set. */
+/* rcdiag report: load plotly.js, draw every chart from the embedded figures, record the outcome,
+ * wire copy buttons. plotly.js is either embedded gzip-compressed and base64-encoded in
+ * <script id="rcdiag-plotly"> (inflated here with DecompressionStream('gzip') and run), or loaded
+ * by a <script src> before this one. window.__rcdiag (installed first in <head>) collects errors;
+ * when every chart has settled, the status is written to <script id="rcdiag-status"> and
+ * <html data-rcdiag-done="1"> is set. */
 (function () {
   "use strict";
   var status = window.__rcdiag;
@@ -33,6 +36,43 @@
       }
     });
     return n;
+  }
+
+  function inflate(text) {
+    var binary = atob(text.replace(/\s+/g, ""));
+    var bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i++) { bytes[i] = binary.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+
+  function loadPlotly() {
+    var blob = document.getElementById("rcdiag-plotly");
+    status.plotly = blob ? "embedded" : "script";
+    if (window.Plotly) { return Promise.resolve(); }
+    if (!blob) {
+      return Promise.reject(new Error("plotly.js did not load from its <script src>"));
+    }
+    if (typeof DecompressionStream === "undefined" || typeof Response === "undefined") {
+      return Promise.reject(new Error(
+        "this browser cannot inflate the embedded plotly.js (no DecompressionStream): " +
+        "open the report in a current browser, or write it with --plotlyjs PATH"));
+    }
+    return inflate(blob.textContent).then(function (code) {
+      var script = document.createElement("script");
+      script.textContent = code;
+      document.head.appendChild(script);  // runs now, in the page's global scope
+      if (!window.Plotly) { throw new Error("the embedded plotly.js did not define Plotly"); }
+    });
+  }
+
+  function unavailable(err) {
+    status.errors.push("plotly.js: " + ((err && err.message) || err));
+    document.querySelectorAll("[data-figure]").forEach(function (node) {
+      node.classList.add("chart-missing");
+      node.textContent = "Chart not drawn: " + ((err && err.message) || err) + ".";
+    });
+    status.expected = document.querySelectorAll("[data-figure]").length;
   }
 
   function draw() {
@@ -92,10 +132,13 @@
     });
   });
 
-  try {
-    draw().then(finish, function (err) { status.errors.push(String(err)); finish(); });
-  } catch (err) {
+  loadPlotly().then(function () {
+    return draw().then(finish, function (err) { status.errors.push(String(err)); finish(); });
+  }, function (err) {
+    unavailable(err);
+    finish();
+  }).catch(function (err) {
     status.errors.push("draw: " + err);
     finish();
-  }
+  });
 })();

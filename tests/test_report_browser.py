@@ -74,12 +74,14 @@ def _run(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProces
     return done
 
 
-def load_in_browser(chromium: str, page: Path, workdir: Path) -> tuple[dict[str, Any], str]:
+def load_in_browser(
+    chromium: str, page: Path, workdir: Path, width: int = 1400
+) -> tuple[dict[str, Any], str]:
     """Open ``page`` offline; return the status the page recorded and the final DOM."""
     done = _run(
         chromium,
         workdir / "profile-dom",
-        "--window-size=1400,2000",
+        f"--window-size={width},2000",
         "--virtual-time-budget=30000",
         "--dump-dom",
         page.as_uri(),
@@ -109,10 +111,28 @@ def screenshot(chromium: str, page: Path, workdir: Path) -> Path:
     return target
 
 
-def _report(sample: str, path: Path) -> Path:
+def _report(sample: str, path: Path, plotlyjs: str | None = None) -> Path:
     document = build_report_document(DumpSpec([str(SAMPLES[sample])]), ReportOptions())
-    write_html(path, document.to_json())
+    write_html(path, document.to_json(), plotlyjs)
     return path
+
+
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var head = document.querySelector(".masthead"), verdict = document.getElementById("verdict");
+  var tables = Array.prototype.map.call(document.querySelectorAll(".presets-table"), function (t) {
+    return [t.scrollWidth, t.parentNode.clientWidth];
+  });
+  var probe = document.createElement("script");
+  probe.type = "application/json"; probe.id = "layout-probe";
+  probe.textContent = JSON.stringify({
+    page: document.documentElement.scrollWidth, window: window.innerWidth, tables: tables,
+    sticky: getComputedStyle(head).position, header: head.getBoundingClientRect().bottom,
+    verdict: verdict.getBoundingClientRect().top
+  });
+  document.body.appendChild(probe);
+}, 500); });
+</script></body>"""
 
 
 @pytest.mark.parametrize("sample", ["drift", "heavy_tails"])
@@ -124,6 +144,8 @@ def test_report_renders_every_chart_without_errors_offline(
     charts = page.read_text().count('data-figure="')
     assert status["errors"] == []
     assert status["empty"] == []
+    assert status["plotly"] == "embedded"  # inflated in the page from its gzip+base64 copy
+    assert page.stat().st_size < 2_000_000
     assert status["expected"] == charts >= 14
     assert status["rendered"] == charts
     assert dom.count('data-rendered="1"') == charts
@@ -164,3 +186,47 @@ def test_the_harness_sees_a_broken_page(chromium: str, tmp_path: Path) -> None:
     assert any(first in e for e in status["errors"])
     assert any("undefinedFunction" in e for e in status["errors"])
     assert status["rendered"] == status["expected"] - 1
+
+
+def test_a_shared_plotly_js_file_draws_every_chart(chromium: str, tmp_path: Path) -> None:
+    page = _report("bf16", tmp_path / "pages" / "bf16.html", str(tmp_path / "js" / "plotly.js"))
+    status, _ = load_in_browser(chromium, page, tmp_path)
+    charts = page.read_text().count('data-figure="')
+    assert status["errors"] == [] and status["plotly"] == "script"  # Plotly came from the file
+    assert status["rendered"] == status["expected"] == charts > 0
+    assert all(r.startswith("file://") for r in status["resources"]), "fetched from the network"
+
+
+def test_a_browser_without_decompression_says_why_charts_are_missing(
+    chromium: str, tmp_path: Path
+) -> None:
+    page = _report("bf16", tmp_path / "old.html")
+    text = page.read_text().replace(
+        "<script>\n/* Installed first",
+        "<script>delete window.DecompressionStream;</script><script>\n/* Installed first",
+        1,
+    )
+    page.write_text(text)
+    status, dom = load_in_browser(chromium, page, tmp_path)
+    assert status["rendered"] == 0 and status["expected"] > 0
+    assert any("DecompressionStream" in e for e in status["errors"])
+    assert dom.count("Chart not drawn: this browser cannot inflate") == status["expected"]
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_nothing_sits_off_screen_or_under_the_header(
+    chromium: str, tmp_path: Path, width: int
+) -> None:
+    page = _report("drift", tmp_path / "drift.html")
+    page.write_text(page.read_text().replace("</body>", LAYOUT_PROBE, 1))
+    status, dom = load_in_browser(chromium, page, tmp_path, width)
+    assert status["errors"] == []
+    found = re.search(r'<script type="application/json" id="layout-probe">(.*?)</script>', dom)
+    assert found is not None, "the layout probe did not run"
+    layout = json.loads(htmllib.unescape(found.group(1)))
+    assert layout["page"] <= layout["window"], "the page scrolls sideways"
+    for table, box in layout["tables"]:
+        assert table <= box, f"a preset table ({table} px) overflows its card ({box} px)"
+    assert layout["verdict"] >= layout["header"] + 10, "the header covers the verdict card"
+    if width < 1000:
+        assert layout["sticky"] == "static"

@@ -74,6 +74,22 @@ MISMATCH_DETECTORS: tuple[Detector, ...] = (
 
 DETECTORS: tuple[Detector, ...] = DUMP_BUG_DETECTORS + MISMATCH_DETECTORS
 
+CAUSE_TITLES: dict[str, str] = {
+    "logits_not_logprobs": "Logits dumped instead of log-probs",
+    "identical_columns": "The two log-prob columns are identical",
+    "misaligned_tokens": "The two columns score different tokens",
+    "swapped_columns": "The rollout and training columns are swapped",
+    "processed_logprobs": "The engine reported log-probs after top-p/top-k",
+    "temperature_mismatch": "The two sides use different temperatures",
+    "stale_policy": "The rollout policy is stale",
+    "growing_drift": "The mismatch grows during training",
+    "catastrophic_tokens": "Catastrophic tokens",
+    "heavy_tail": "Heavy tails in the log-ratio",
+    "long_sequence_compounding": "The mismatch compounds over long responses",
+    "numeric_mismatch": "The engines' numerics differ",
+}
+"""Each cause's name as a person reads it (the id stays in the JSON and the docs)."""
+
 
 def diagnose(observations: Observations, metric_statuses: Sequence[Status] = ()) -> Diagnosis:
     """Causes and the verdict: the worst of the metric statuses and the causes' severities.

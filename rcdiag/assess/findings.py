@@ -151,33 +151,27 @@ class Findings:
 
     @property
     def size(self) -> Size:
-        """``large`` past any published alarm; ``tiny`` within the healthy dense-bf16 ranges."""
-        return _size(self.worst_abs_log_ratio, self.worst_k3_kl, self.kl, self.chi2_token)
+        """``large`` past any act limit; ``tiny`` within the healthy ranges; ``moderate`` between.
+
+        Read on the worse of the overall and the last steps' figures, but never beyond what the
+        verdict says: under a ``watch`` verdict the mismatch is at most moderate and under a
+        ``healthy`` one small, the overall figures (which the verdict judges) then deciding.
+        """
+        worst = _size(self.worst_abs_log_ratio, self.worst_k3_kl, self.kl, self.chi2_token)
+        allowed = _SIZE_OF_VERDICT.get(self.verdict or "act", "large")
+        if _SIZES.index(worst) <= _SIZES.index(allowed):
+            return worst
+        return self.overall_size
+
+    @property
+    def overall_size(self) -> Size:
+        """:attr:`size` from the overall figures alone."""
+        return _size(self.abs_log_ratio or 0.0, self.k3_kl or 0.0, self.kl, self.chi2_token)
 
     @property
     def recent_decides(self) -> bool:
         """Whether the last steps' figures (not the overall ones) decide :attr:`size`."""
-        overall = _size(self.abs_log_ratio or 0.0, self.k3_kl or 0.0, self.kl, self.chi2_token)
-        return overall != self.size
-
-    def k3_text(self, recent: bool | None = None) -> str:
-        """k3_kl with what it is measured on: overall, unless the last steps decide (or asked)."""
-        t = self.trend
-        use_recent = self.recent_decides if recent is None else recent
-        if use_recent and t is not None:
-            return f"k3_kl = {short(t.recent)} over the last steps (overall {short(self.k3_kl)})"
-        return f"k3_kl = {short(self.k3_kl)} overall"
-
-    def abs_text(self, recent: bool | None = None) -> str:
-        """Mean |Δ log p| with what it is measured on (as :meth:`k3_text`)."""
-        t = self.trend
-        use_recent = self.recent_decides if recent is None else recent
-        if use_recent and t is not None and t.recent_abs_log_ratio is not None:
-            return (
-                f"mean |Δ log p| = {short(t.recent_abs_log_ratio)} over the last steps "
-                f"(overall {short(self.abs_log_ratio)})"
-            )
-        return f"mean |Δ log p| = {short(self.abs_log_ratio)} overall"
+        return self.overall_size != self.size
 
     @property
     def sequence_ratios_explode(self) -> bool:
@@ -226,6 +220,10 @@ def shown_ratio(first: float | None, last: float | None) -> float | None:
     if a == 0:
         return None
     return b / a
+
+
+_SIZES: tuple[Size, ...] = ("tiny", "moderate", "large")
+_SIZE_OF_VERDICT: dict[str, Size] = {"healthy": "tiny", "watch": "moderate", "act": "large"}
 
 
 def _size(abs_log_ratio: float, k3_kl: float, kl: float | None, chi2: float | None) -> Size:

@@ -17,17 +17,21 @@ A pure function of a result document (:func:`recommend`), documented rule by rul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from rcdiag.assess.candidates import (
-    MAX_K2_THRESHOLD,
-    VETO_TAU,
-    candidate_sweeps,
-    max_threshold,
+from rcdiag.assess.candidates import max_threshold
+from rcdiag.assess.diagnosis import CAUSE_TITLES
+from rcdiag.assess.entries import (
+    DEFAULT_IS_THRESHOLD,
+    Entries,
+    Entry,
+    _share,
+    choose_is_threshold,
+    knee,
 )
-from rcdiag.assess.findings import LIMITS, Findings, findings, tokens
+from rcdiag.assess.findings import Findings, findings
+from rcdiag.assess.rules import RULES, Rule, drift_fact
 from rcdiag.assess.snippets import (
     cli_overrides,
     describe,
@@ -36,8 +40,6 @@ from rcdiag.assess.snippets import (
     short_name,
     verl_yaml,
 )
-from rcdiag.assess.verdict import above_healthy
-from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.formatting import pct, short
 
@@ -51,151 +53,6 @@ UNMEASURED_LINE = (
     "these results hold no preset comparison or sweep: "
     "recompute from the dump for a measured choice"
 )
-DEFAULT_IS_THRESHOLD = 2.0
-
-
-def _max_criterion(dialect: Dialect) -> str:
-    if dialect == "latest":
-        return (
-            f"seq_max_k2 ≤ {MAX_K2_THRESHOLD}, i.e. every |log ratio| ≤ 9.21 — verl's replacement "
-            "for the 1e-4 veto"
-        )
-    return f"the veto, rollout_token_veto_threshold = {VETO_TAU:g}"
-
-
-GEO_VALVE = (
-    "Geometric-mean rejection is a safety valve: it rejects few sequences now and more as the "
-    "mismatch grows."
-)
-
-
-def _drift_fact(f: Findings) -> str:
-    t = f.trend
-    if t is None:
-        return "The mismatch grows over the steps."
-    return f"The mismatch grows over {t.steps} steps: {t.words()}."
-
-
-def _sequence_weights(f: Findings) -> str:
-    if f.chi2_seq is not None and f.chi2_seq < -0.5:
-        return (
-            f"the sequence weights exp(Σℓ) collapse toward 0 (χ²_seq = {short(f.chi2_seq)}, "
-            f"ESS_seq = {short(f.ess_seq)})"
-        )
-    return (
-        f"χ²_seq = {short(f.chi2_seq)} against χ²_token = {short(f.chi2_token)}, "
-        f"ESS_seq = {short(f.ess_seq)}"
-    )
-
-
-def _over_under(f: Findings) -> str:
-    return "over" if (f.kl or 0.0) > 0 else "under"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One row of the rule table: when it fires, what it does, and why in plain words."""
-
-    id: str
-    when: str
-    then: str
-    applies: Callable[[Findings], bool]
-    because: Callable[[Findings, Dialect], str]
-
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "tiny",
-        "k3_kl ≤ 1e-3 and mean |Δ log p| ≤ 0.02 (overall and over the last quarter of steps), and "
-        "none of seq_explodes, catastrophic, drift fires",
-        "metrics only (disabled); token TIS as insurance and bypass PPO-clip as alternatives",
-        lambda f: (
-            f.size == "tiny" and not (f.sequence_ratios_explode or f.catastrophic or f.drifting)
-        ),
-        lambda f, d: (
-            f"The mismatch is tiny: {f.k3_text(False)} (dense-bf16 range 1e-5 … 1e-3) and "
-            f"{f.abs_text(False)} (healthy bf16 ≈ 0.01). A correction would change almost "
-            "nothing."
-        ),
-    ),
-    Rule(
-        "large",
-        "mean |Δ log p| > 0.1 or |kl| > 0.1 or χ²_token > 1 or k3_kl > 0.1 (overall or recent)",
-        "correct at token level: token TIS",
-        lambda f: f.size == "large",
-        lambda f, d: (
-            f"The mismatch is large: {f.abs_text()} and {f.k3_text()}; slime's gate on mean "
-            "|Δ log p| is 0.1. Uncorrected, these samples bias the policy gradient."
-        ),
-    ),
-    Rule(
-        "moderate",
-        "neither tiny nor large",
-        "correct at token level: token TIS",
-        lambda f: f.size == "moderate",
-        lambda f, d: (
-            f"The mismatch is moderate: {above_healthy(f)}. It stays below the alarms of rule "
-            "large."
-        ),
-    ),
-    Rule(
-        "seq_explodes",
-        "χ²_seq > 1 or ESS_seq < 0.5",
-        "no sequence-level IS (decoupled_seq_is, *_seq_tis, bypass_pg_is) and no seq_sum_k1 "
-        "rejection: token level, or the geometric mean",
-        lambda f: f.sequence_ratios_explode,
-        lambda f, d: (
-            f"Sequence-level ratios explode at these response lengths (mean "
-            f"{tokens(f.length_mean)} tokens, max {tokens(f.length_max)}): the per-token mismatch "
-            f"compounds in exp(Σℓ) and {_sequence_weights(f)}. Correct at token level (or "
-            "filter on the geometric mean), not with sequence-level IS."
-        ),
-    ),
-    Rule(
-        "bias",
-        "|kl| ≥ 0.5 × mean |Δ log p| and mean |Δ log p| > 0.02",
-        "reweight, don't reject: no ratio-band (geometric) rejection",
-        lambda f: f.systematic_bias,
-        lambda f, d: (
-            f"The mismatch is a systematic shift, not noise: |kl| = {short(abs(f.kl or 0.0))} is "
-            f"{pct(f.bias_share, 0)} of mean |Δ log p| (the rollout engine is "
-            f"{_over_under(f)}-confident, as with fp8 rollouts). Every sequence is shifted alike, "
-            "so ratio-band rejection would discard almost all of them: reweight with token IS."
-        ),
-    ),
-    Rule(
-        "catastrophic",
-        "≥ 1e-5 of the valid tokens have π_train/π_rollout < τ (1e-4)",
-        "add a max criterion: seq_max_k2 ≤ 42.4 (latest) or the veto τ = 1e-4 (legacy)",
-        lambda f: f.catastrophic,
-        lambda f, d: (
-            f"Catastrophic tokens present: {pct(f.catastrophic_fraction)} of valid tokens have "
-            f"π_train/π_rollout < {short(f.veto_threshold)}, in {pct(f.veto_fraction)} of sequences. "
-            "The trainer finds such a token nearly impossible, so the rest of its sequence is "
-            f"off-policy too: reject the sequence with a max criterion ({_max_criterion(d)})."
-        ),
-    ),
-    Rule(
-        "drift",
-        "≥ 4 steps, k3_kl grows ≥ ×4 from the first to the last step (fit r ≥ 0.6) and the recent "
-        "k3_kl > 1e-3",
-        "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
-        lambda f: f.drifting,
-        lambda f, d: f"{_drift_fact(f)} {GEO_VALVE}",
-    ),
-    Rule(
-        "growing",
-        "k3_kl grows ≥ ×4 (fit r ≥ 0.6) but the recent k3_kl is still ≤ 1e-3",
-        "a note: re-check on later steps",
-        lambda f: f.growing and not f.drifting,
-        lambda f, d: (
-            f"The mismatch is still small but grows ({f.trend.words() if f.trend else 'k3_kl'}): "
-            "re-run rcdiag on later steps."
-        ),
-    ),
-)
-"""The rule table (docs/recommendation.md). Order is the order reasons are listed in."""
-
 SUMMARY_SHOWN = (
     "kept_token_share",
     "kept_sequence_share",
@@ -203,136 +60,6 @@ SUMMARY_SHOWN = (
     "weight_mass_removed",
     "max_weight",
 )
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A configuration the recommendation may pick, and what the report measured for it."""
-
-    kind: str  # "preset" or "sweep"
-    ref: str  # preset name, or "<sweep key>@<threshold>"
-    config: Mapping[str, Any]
-    summary: Mapping[str, Any] | None
-
-
-class Entries:
-    """Presets and sweep points of a document; configurations rebuilt when the document lacks them."""
-
-    def __init__(self, document: Mapping[str, Any], dialect: Dialect) -> None:
-        self.dialect = dialect
-        self.presets = {p["name"]: p for p in document.get("presets") or []}
-        self.sweeps = {s.get("key", s.get("target")): s for s in document.get("sweeps") or []}
-        self.measured = bool(self.presets) or bool(self.sweeps)
-
-    def preset(self, name: str) -> Entry:
-        found = self.presets.get(name)
-        if found is not None:
-            return Entry("preset", name, found["config"], found.get("summary"))
-        return Entry("preset", name, PRESETS[self.dialect][name].config, None)
-
-    def points(self, key: str) -> list[Entry]:
-        """The points of sweep ``key``, loosest last (thresholds sorted as numbers)."""
-        found = self.sweeps.get(key)
-        if found is not None:
-            points = [
-                Entry("sweep", f"{key}@{p['threshold']}", p["config"], p.get("summary"))
-                for p in found["points"]
-            ]
-        else:
-            sweep = next((s for s in candidate_sweeps(self.dialect) if s.key == key), None)
-            if sweep is None:
-                return []
-            points = [
-                Entry("sweep", c.name, c.config, None)
-                for c in sweep.configs  # rebuilt: no measured summary
-            ]
-        return sorted(points, key=lambda e: float(e.ref.split("@", 1)[1]))
-
-    def point(self, key: str, threshold: str) -> Entry | None:
-        return next((e for e in self.points(key) if e.ref == f"{key}@{threshold}"), None)
-
-
-def _share(entry: Entry | None, figure: str = "kept_token_share") -> float | None:
-    if entry is None or entry.summary is None:
-        return None
-    value = entry.summary.get(figure)
-    return None if value is None else float(value)
-
-
-def _threshold(entry: Entry) -> str:
-    return entry.ref.split("@", 1)[1]
-
-
-def knee(points: list[Entry]) -> tuple[Entry | None, str]:
-    """The tightest point keeping ≥ ``keep_target`` of the tokens that still rejects something.
-
-    Returns:
-        The point (None when rejection is not worth it or was not measured) and why, in words.
-    """
-    target = LIMITS["keep_target"]
-    measured = [p for p in points if _share(p) is not None]
-    if not measured:
-        return None, "no sweep in the results: rejection thresholds cannot be tuned"
-    for i, point in enumerate(measured):
-        kept = _share(point)
-        assert kept is not None
-        if kept < target:
-            continue
-        if kept >= 1.0:
-            return None, (
-                f"at {_threshold(point)}, the tightest threshold keeping ≥ {pct(target, 0)} of the "
-                "tokens, rejection removes nothing"
-            )
-        tighter = measured[i - 1] if i > 0 else None
-        beyond = (
-            f"; {_threshold(tighter)} would keep only {pct(_share(tighter))}" if tighter else ""
-        )
-        return point, (
-            f"threshold {_threshold(point)} is the tightest that keeps ≥ {pct(target, 0)} of the "
-            f"tokens ({pct(kept)} kept{beyond})"
-        )
-    loosest = measured[-1]
-    return None, (
-        f"even the loosest threshold ({_threshold(loosest)}) keeps only {pct(_share(loosest))} "
-        "of the tokens: the mismatch is too broad to reject"
-    )
-
-
-def choose_is_threshold(entries: Entries, shown: float | None = None) -> tuple[float, str]:
-    """C = 2 (verl's default) unless truncation there removes > ``is_mass_removed`` of the weight
-    mass; then the smallest larger grid C that does not.
-
-    ``shown``: the IS mass the recommended configuration truncates (measured), quoted instead of the
-    token-TIS-alone sweep point so the reason and the expected figures give one number.
-    """
-    limit = LIMITS["is_mass_removed"]
-    points = [p for p in entries.points("is") if _share(p, "weight_mass_removed") is not None]
-    if not points:
-        return DEFAULT_IS_THRESHOLD, "C = 2 is verl's default (no sweep of C in the results)"
-    larger = [p for p in points if float(_threshold(p)) >= DEFAULT_IS_THRESHOLD]
-    for point in larger:
-        removed = _share(point, "weight_mass_removed")
-        assert removed is not None
-        if removed <= limit:
-            c = float(_threshold(point))
-            here = (
-                f"truncation removes {pct(removed)}"
-                if shown is None
-                else f"the recommended configuration truncates {pct(shown)}"
-            )
-            if c == DEFAULT_IS_THRESHOLD:
-                return c, (
-                    f"C = 2 (verl's default): {here} of the IS weight mass (limit {pct(limit, 0)})"
-                )
-            return c, (
-                f"C = {_threshold(point)}: at C = 2 truncation would remove more than "
-                f"{pct(limit, 0)} of the IS weight mass; with C = {_threshold(point)} {here}"
-            )
-    last = larger[-1] if larger else points[-1]
-    return float(_threshold(last)), (
-        f"C = {_threshold(last)}, the largest tried: truncation still removes "
-        f"{pct(_share(last, 'weight_mass_removed'))} of the IS weight mass"
-    )
 
 
 def _choice(entry: Entry, dialect: Dialect, reasons: list[str], role: str) -> dict[str, Any]:
@@ -385,7 +112,7 @@ def _avoid(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, An
         if names:
             groups.append(
                 {
-                    "reason": "sequence-level ratios explode on this dump (rule seq_explodes): "
+                    "reason": "sequence-level ratios explode on this dump: "
                     f"ESS_seq = {short(f.ess_seq)}, χ²_seq = {short(f.chi2_seq)}",
                     "presets": [_kept(entries, n) for n in names],
                 }
@@ -488,7 +215,7 @@ def _corrected_choices(
 
     # reasons for the parts of the chosen configuration only (no geometric-mean valve left out)
     reasons = [
-        _drift_fact(f) if r.id == "drift" and geo_point is None else r.because(f, dialect)
+        drift_fact(f) if r.id == "drift" and geo_point is None else r.because(f, dialect)
         for r in fired
         if r.id in ("large", "moderate", "seq_explodes", "bias", "catastrophic", "drift")
     ]
@@ -582,8 +309,8 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
             "avoid": [],
             "notes": [
                 f"No rollout-correction configuration is recommended: the dump shows a bug in "
-                f"how it was made ({bug['id']}), and importance sampling or rejection would hide "
-                f"it rather than fix it. {bug['advice']}"
+                f"how it was made ({CAUSE_TITLES.get(bug['id'], bug['id']).lower()}), and "
+                f"importance sampling or rejection would hide it rather than fix it. {bug['advice']}"
             ],
             "measured": entries.measured,
             "dump_bug": bug["id"],
@@ -627,6 +354,14 @@ def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def rule_table() -> list[dict[str, str]]:
-    """The rule table as rows (id, when, then), for the documentation and the report."""
-    return [{"id": r.id, "when": r.when, "then": r.then} for r in RULES]
+__all__ = [
+    "DEFAULT_IS_THRESHOLD",
+    "RULES",
+    "Entries",
+    "Entry",
+    "Rule",
+    "choose_is_threshold",
+    "expected_text",
+    "knee",
+    "recommend",
+]

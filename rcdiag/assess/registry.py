@@ -37,6 +37,8 @@ class Band:
     status: Status
     limit: float | tuple[float, float]
     source: str
+    name: str = ""
+    """A short name of the limit for chart legends (e.g. ``NeMo-RL gate``)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,10 @@ RECORDS: tuple[MetricRecord, ...] = (
         "k3_kl (token KL, K3 estimator)",
         "docs/metrics.md#verls-off-policy-metrics-rollout_corr-every-dialect",
         "higher",
-        (Band("watch", 1e-3, NEMO_RL), Band("act", 1e-1, MOE_RANGE)),
+        (
+            Band("watch", 1e-3, NEMO_RL, "NeMo-RL gate"),
+            Band("act", 1e-1, MOE_RANGE, "top of MoE range"),
+        ),
         Gauge(1e-6, 1.0, marks=((1e-3, "NeMo-RL gate"),)),
     ),
     MetricRecord(
@@ -114,7 +119,7 @@ RECORDS: tuple[MetricRecord, ...] = (
         "mean |Δ log p| per token",
         "docs/metrics.md#rcdiags-diagnostics-rcdiag",
         "higher",
-        (Band("watch", 0.02, BF16_LEVEL), Band("act", 0.1, SLIME)),
+        (Band("watch", 0.02, BF16_LEVEL, "2× healthy bf16"), Band("act", 0.1, SLIME, "slime gate")),
         Gauge(1e-3, 1.0, marks=((0.01, "healthy bf16 ≈ 0.01"), (0.27, "fp8 rollout ≈ 0.27"))),
     ),
     MetricRecord(
@@ -122,7 +127,7 @@ RECORDS: tuple[MetricRecord, ...] = (
         "|kl| (mean log π_rollout − log π_train)",
         "docs/metrics.md#verls-off-policy-metrics-rollout_corr-every-dialect",
         "abs",
-        (Band("watch", 0.1, "verl's documentation: |kl| > 0.1 is a large mismatch"),),
+        (Band("watch", 0.1, "verl's documentation: |kl| > 0.1 is a large mismatch", "verl"),),
         Gauge(1e-6, 1.0),
     ),
     MetricRecord(
@@ -130,7 +135,7 @@ RECORDS: tuple[MetricRecord, ...] = (
         "χ²_token (E[ρ²] − 1 of token weights)",
         "docs/metrics.md#verls-off-policy-metrics-rollout_corr-every-dialect",
         "higher",
-        (Band("act", 1.0, "verl's documentation: chi2_token > 1 is severe"),),
+        (Band("act", 1.0, "verl's documentation: chi2_token > 1 is severe", "verl: severe"),),
         Gauge(1e-5, 100.0),
     ),
     MetricRecord(
@@ -138,7 +143,11 @@ RECORDS: tuple[MetricRecord, ...] = (
         "χ²_seq (E[(∏ρ)²] − 1 of sequence weights)",
         "docs/metrics.md#verls-off-policy-metrics-rollout_corr-every-dialect",
         "higher",
-        (Band("watch", 1.0, "verl's χ² > 1 alarm, applied to sequence weights (rcdiag)"),),
+        (
+            Band(
+                "watch", 1.0, "verl's χ² > 1 alarm, applied to sequence weights (rcdiag)", "rcdiag"
+            ),
+        ),
         Gauge(1e-3, 1e4),
     ),
     MetricRecord(
@@ -146,28 +155,43 @@ RECORDS: tuple[MetricRecord, ...] = (
         "ESS of sequence weights (fraction)",
         "docs/metrics.md#rcdiags-diagnostics-rcdiag",
         "lower",
-        (Band("watch", 0.5, "rcdiag: below half, sequence-level weights are unreliable"),),
+        (
+            Band(
+                "watch", 0.5, "rcdiag: below half, sequence-level weights are unreliable", "rcdiag"
+            ),
+        ),
     ),
     MetricRecord(
         "rcdiag/ess_token",
         "ESS of token weights (fraction)",
         "docs/metrics.md#rcdiags-diagnostics-rcdiag",
         "lower",
-        (Band("watch", 0.3, "verl's documentation: ESS < 0.3 means few tokens carry the weight"),),
+        (
+            Band(
+                "watch",
+                0.3,
+                "verl's documentation: ESS < 0.3 means few tokens carry the weight",
+                "verl",
+            ),
+        ),
     ),
     MetricRecord(
         "rcdiag/catastrophic_token_fraction",
         "tokens with π_train/π_rollout < τ",
         "docs/metrics.md#rcdiags-diagnostics-rcdiag",
         "higher",
-        (Band("watch", 1e-5, "rcdiag: from 1 in 100,000 tokens a max criterion pays off"),),
+        (
+            Band(
+                "watch", 1e-5, "rcdiag: from 1 in 100,000 tokens a max criterion pays off", "rcdiag"
+            ),
+        ),
     ),
     MetricRecord(
         "rcdiag/veto_fraction",
         "sequences holding a catastrophic token",
         "docs/metrics.md#rcdiags-diagnostics-rcdiag",
         "higher",
-        (Band("act", 0.1, "verl's documentation: veto fraction > 0.1"),),
+        (Band("act", 0.1, "verl's documentation: veto fraction > 0.1", "verl"),),
         Gauge(0.0, 0.5, log=False),
     ),
     MetricRecord(

@@ -1,10 +1,14 @@
 """Healthy / watch / act: the verdict at the top of the report, with the numbers that decide it.
 
-A pure function of a result document (:func:`verdict`). Each :class:`Signal` is a condition on the
-:class:`~rcdiag.assess.findings.Findings` with a status; the verdict is the most severe status among
-the signals that fire (``healthy`` when none does), headed by the first firing signal in
-:data:`SIGNALS` order. Each signal names the one or two metrics that decide it, shown on a gauge of
-the published ranges of the metric registry (:mod:`rcdiag.assess.registry`).
+A pure function of a result document (:func:`verdict`). The status is the diagnosis's verdict (the
+one every command gives: the worst of the registry statuses and the diagnosed causes). Each
+:class:`Signal` is a condition on the :class:`~rcdiag.assess.findings.Findings` with a status, a
+headline and what it means for the reader (``blurb``); the verdict is headed by the first firing
+signal of its own status in :data:`SIGNALS` order (a dump bug, a cause or a metric when none is),
+and lists the others, none more severe than the verdict. Every sentence is written with
+:mod:`rcdiag.assess.statements`, so a figure reads the same in the headline and in the reasons.
+Each signal names the one or two metrics that decide it, shown on a gauge of the published ranges
+of the metric registry (:mod:`rcdiag.assess.registry`).
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rcdiag.assess.findings import LIMITS, Findings, findings, tokens
-from rcdiag.assess.registry import REGISTRY
+from rcdiag.assess import statements
+from rcdiag.assess.diagnosis import CAUSE_TITLES
+from rcdiag.assess.findings import Findings, findings
+from rcdiag.assess.registry import REGISTRY, Status, rank
+from rcdiag.assess.wording import RECENT, judged, status_of, status_phrase
 from rcdiag.formatting import pct, short
-
-Status = Literal["healthy", "watch", "act"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,8 @@ def scale(metric: str) -> Scale:
 
 @dataclass(frozen=True)
 class Signal:
-    """One reason for a verdict: a condition, its status, a headline, the metrics that decide it."""
+    """One reason for a verdict: a condition, its status, a headline, what it means for the reader
+    (``blurb``), and the metrics that decide it."""
 
     id: str
     status: Status
@@ -90,6 +96,7 @@ class Signal:
     headline: Callable[[Findings], str]
     deciding: Callable[[Findings], list[tuple[str, float | None, str]]]
     """(metric, value, caption) of the one or two numbers shown on gauges."""
+    blurb: str
 
 
 def _k3(f: Findings, caption: str = "whole dump") -> tuple[str, float | None, str]:
@@ -98,15 +105,6 @@ def _k3(f: Findings, caption: str = "whole dump") -> tuple[str, float | None, st
 
 def _abs(f: Findings) -> tuple[str, float | None, str]:
     return ("rcdiag/abs_log_ratio_mean", f.abs_log_ratio, "whole dump")
-
-
-def _drift_headline(f: Findings) -> str:
-    t = f.trend
-    assert t is not None
-    return (
-        f"the mismatch grows over {t.steps} steps: {t.words()}, past the dense-bf16 range "
-        f"(≤ {short(LIMITS['tiny_k3_kl'])})"
-    )
 
 
 def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
@@ -118,100 +116,123 @@ def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
     ]
 
 
-def _large_headline(f: Findings) -> str:
-    kl = f", and kl = {short(f.kl)} (verl flags |kl| > 0.1)" if abs(f.kl or 0.0) > 0.1 else ""
+def _per_token_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
+    """The per-token figures the size sentence cites, with the scope it cites them in."""
+    out = []
+    for metric in ("rollout_corr/k3_kl", "rcdiag/abs_log_ratio_mean"):
+        value, scope, _ = statements.cited(f, metric)
+        out.append((metric, value, "last steps" if scope == RECENT else "whole dump"))
+    return out
+
+
+def _sequence_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
+    """χ²_seq when it is past its healthy range (ESS_seq has no gauge), then the per-token figures."""
+    chi2 = [("rollout_corr/chi2_seq", f.chi2_seq, "whole dump")]
+    if status_of("rollout_corr/chi2_seq", f.chi2_seq) in (None, "healthy"):
+        chi2 = []
+    return (chi2 + _per_token_deciding(f))[:2]
+
+
+def _catastrophic(f: Findings) -> str:
+    veto = "rcdiag/veto_fraction"
     return (
-        f"rollout and training disagree strongly: {f.abs_text()}, past slime's gate 0.1 "
-        f"(healthy bf16 ≈ 0.01, fp8 rollouts ≈ 0.27){kl}"
+        f"{pct(f.veto_fraction)} of sequences hold a catastrophic token (π_train/π_rollout < "
+        f"{short(f.veto_threshold)}), {status_phrase(veto, status_of(veto, f.veto_fraction) or 'act')}"
     )
 
 
-def _seq_headline(f: Findings) -> str:
+def _catastrophic_watch(f: Findings) -> str:
+    share = "rcdiag/catastrophic_token_fraction"
+    status = status_of(share, f.catastrophic_fraction) or "watch"
     return (
-        f"the per-token mismatch is small ({f.k3_text()}) but compounds over long responses: at "
-        f"~{tokens(f.length_mean)} tokens per response the sequence ratios explode "
-        f"(χ²_seq = {short(f.chi2_seq)}, ESS_seq = {short(f.ess_seq)})"
+        f"catastrophic tokens present: {pct(f.catastrophic_fraction)} of tokens, "
+        f"{status_phrase(share, status)}, in {pct(f.veto_fraction)} of sequences"
     )
-
-
-def above_healthy(f: Findings) -> str:
-    """The figure(s) past the healthy dense-bf16 limits that make the mismatch ``moderate``."""
-    k3_over = f.worst_k3_kl > LIMITS["tiny_k3_kl"]
-    abs_over = f.worst_abs_log_ratio > LIMITS["tiny_abs_log_ratio"]
-    # the last steps' value is cited when only it is past the limit (it fired the rule)
-    k3_recent = k3_over and (f.k3_kl or 0.0) <= LIMITS["tiny_k3_kl"]
-    abs_recent = abs_over and (f.abs_log_ratio or 0.0) <= LIMITS["tiny_abs_log_ratio"]
-    k3 = f"{f.k3_text(k3_recent)}, above the dense-bf16 range (≤ {short(LIMITS['tiny_k3_kl'])})"
-    mean = (
-        f"{f.abs_text(abs_recent)}, above the healthy bf16 level "
-        f"(≤ {short(LIMITS['tiny_abs_log_ratio'])})"
-    )
-    if k3_over and abs_over:
-        return f"{k3}; {mean}"
-    if k3_over:
-        return f"{k3}; {f.abs_text(False)} is within the healthy range"
-    return f"{mean}; {f.k3_text(False)} is within the dense-bf16 range"
 
 
 SIGNALS: tuple[Signal, ...] = (
-    Signal("drift", "act", lambda f: f.drifting, _drift_headline, _drift_deciding),
     Signal(
-        "large", "act", lambda f: f.size == "large", _large_headline, lambda f: [_abs(f), _k3(f)]
+        "drift",
+        "act",
+        lambda f: f.drifting,
+        lambda f: (
+            f"the mismatch grows over {f.trend.steps if f.trend else 0} steps: "
+            f"{statements.growth(f)}"
+        ),
+        _drift_deciding,
+        "The mismatch grows during training: correct it now, and find what changes over the steps.",
+    ),
+    Signal(
+        "large",
+        "act",
+        lambda f: f.size == "large",
+        lambda f: f"{statements.per_token(f)}{statements.kl_clause(f)}",
+        _per_token_deciding,
+        "The mismatch is large enough to bias training. Correct it, and find its cause.",
     ),
     Signal(
         "catastrophic_severe",
         "act",
         lambda f: f.catastrophic_severe,
-        lambda f: (
-            f"{pct(f.veto_fraction)} of sequences hold a catastrophic token "
-            f"(π_train/π_rollout < {short(f.veto_threshold)}; verl's alarm is 10%)"
-        ),
+        _catastrophic,
         lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+        "Catastrophic tokens are frequent enough to bias training: reject their sequences, and "
+        "check how the log-probs are computed.",
     ),
     Signal(
         "sequence_ratios",
         "watch",
         lambda f: f.sequence_ratios_explode,
-        _seq_headline,
-        lambda f: [("rollout_corr/chi2_seq", f.chi2_seq, "whole dump"), _k3(f)],
+        lambda f: statements.compounding(f),
+        _sequence_deciding,
+        "Sequence-level importance weights are unreliable at these lengths: correct at token "
+        "level, and keep an eye on it.",
     ),
     Signal(
         "catastrophic",
         "watch",
         lambda f: f.catastrophic and not f.catastrophic_severe,
-        lambda f: (
-            f"catastrophic tokens present: {pct(f.catastrophic_fraction)} of tokens, in "
-            f"{pct(f.veto_fraction)} of sequences"
-        ),
+        _catastrophic_watch,
         lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+        "A few catastrophic tokens: reject their sequences with a max criterion, and keep an eye "
+        "on them.",
     ),
     Signal(
         "moderate",
         "watch",
         lambda f: f.size == "moderate",
-        lambda f: f"the mismatch is above the healthy bf16 level: {above_healthy(f)}",
-        lambda f: [_k3(f), _abs(f)],
+        statements.per_token,
+        _per_token_deciding,
+        "A mismatch worth knowing about. Correct it cheaply and keep an eye on it.",
     ),
     Signal(
         "growing",
         "watch",
         lambda f: f.growing and not f.drifting,
-        lambda f: f"the mismatch is small but grows: {f.trend.words() if f.trend else 'k3_kl'}",
+        lambda f: f"the mismatch grows: {statements.growth(f) if f.trend else 'k3_kl rises'}",
         lambda f: [_k3(f), _abs(f)],
+        "The mismatch grows over the steps: re-check it on later steps.",
     ),
 )
 """The reasons for a verdict, most telling first."""
 
-HEALTHY_HEADLINE = (
-    "rollout and training agree: k3_kl = {k3} and mean |Δ log p| = {abs}, inside the healthy "
-    "dense-bf16 ranges"
+HEALTHY_BLURB = "Rollout and training agree. No correction needed; keep logging the metrics."
+DUMP_BUG_BLURB = (
+    "The dump itself is wrong: fix how it is made first. No rollout correction applies, and the "
+    "other numbers on this page describe the bug, not training."
 )
+OTHER_BLURBS: dict[str, str] = {
+    "act": "Correct it, and find its cause.",
+    "watch": "Worth knowing about: keep an eye on it.",
+}
+"""What a verdict means when no signal explains it (a cause or a metric status decides)."""
 
 
 def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
     """Where ``value`` sits on the published ranges of ``metric`` (its registry record)."""
     gauge_scale = scale(metric)
     shown = abs(value) if value is not None and metric == "rollout_corr/kl" else value
+    status = status_of(metric, value)
     band = None
     if shown is not None:
         band = next(b for b in gauge_scale.bands if shown <= b.upto or b.upto == INF)
@@ -221,8 +242,8 @@ def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
         "caption": caption,
         "value": shown,
         "display": short(shown) if not metric.endswith("fraction") else pct(shown),
-        "status": band.status if band else None,
-        "band": band.label if band else None,
+        "status": CSS_STATUS[status] if status else (band.status if band else None),
+        "band": f"{status}: {status_phrase(metric, status)}" if status else None,
         "source": gauge_scale.source,
         "scale": {
             "log": gauge_scale.log,
@@ -237,34 +258,61 @@ def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
     }
 
 
+def _unexplained(document: Mapping[str, Any], status: Status) -> tuple[str, str]:
+    """Headline and lead of a verdict no signal explains: the first cause, or else the first
+    metric, with that status."""
+    diagnosis = document.get("diagnosis") or {}
+    cause = next((c for c in diagnosis.get("causes", []) if c["severity"] == status), None)
+    if cause is not None:
+        return f"{CAUSE_TITLES.get(cause['id'], cause['id'])}: {cause['summary']}", cause["id"]
+    check = next((c for c in document.get("checks") or [] if c.get("status") == status), None)
+    if check is not None:
+        return judged(check["metric"], check["value"]), check["metric"]
+    return f"the verdict is {status}", status
+
+
 def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict of a result document: status, headline, deciding gauges, every firing signal."""
+    """The verdict of a result document: status, headline, what it means (``blurb``), the lead
+    reason, deciding gauges and every other firing signal (each no more severe than the verdict)."""
     f = findings(document)
     if not f.complete:
         return {
             "status": None,
             "headline": "no verdict: the document has no overall k3_kl, kl or mean |Δ log p|",
+            "blurb": "",
+            "lead": None,
             "deciding": [],
             "signals": [],
         }
-    fired = [s for s in SIGNALS if s.applies(f)]
     diagnosis = document.get("diagnosis") or {"verdict": "healthy", "causes": []}
     status: Status = diagnosis["verdict"]
+    fired = [s for s in SIGNALS if s.applies(f) and rank(s.status) <= rank(status)]
     bug = next((c for c in diagnosis["causes"] if c["kind"] == "dump_bug"), None)
+    lead = next((s for s in fired if s.status == status), None)
     if bug is not None:
-        headline = f"a bug in how the dump was made ({bug['id']}): {bug['summary']}"
-        deciding = [_k3(f), _abs(f)]
-        fired = []
-    elif fired:
-        lead = fired[0]
-        headline = lead.headline(f)
-        deciding = lead.deciding(f)
+        title = CAUSE_TITLES.get(bug["id"], "a bug in how the dump was made")
+        headline = f"a bug in how the dump was made — {title.lower()}: {bug['summary']}"
+        blurb, lead_id, deciding, fired = DUMP_BUG_BLURB, bug["id"], [_k3(f), _abs(f)], []
+    elif lead is not None:
+        headline, blurb, lead_id, deciding = lead.headline(f), lead.blurb, lead.id, lead.deciding(f)
+        fired = [s for s in fired if s is not lead]
+    elif status == "healthy":
+        headline = (
+            f"rollout and training agree: {judged('rollout_corr/k3_kl', f.k3_kl)} and "
+            f"{judged('rcdiag/abs_log_ratio_mean', f.abs_log_ratio)}"
+        )
+        blurb, lead_id, deciding = HEALTHY_BLURB, "healthy", [_k3(f), _abs(f)]
     else:
-        headline = HEALTHY_HEADLINE.format(k3=short(f.k3_kl), abs=short(f.abs_log_ratio))
-        deciding = [_k3(f), _abs(f)]
+        headline, lead_id = _unexplained(document, status)
+        blurb, deciding = OTHER_BLURBS[status], [_k3(f), _abs(f)]
     return {
         "status": status,
-        "headline": headline[0].upper() + headline[1:] + ".",
+        "headline": statements.sentence(headline),
+        "blurb": blurb,
+        "lead": lead_id,
         "deciding": [gauge(m, v, c) for m, v, c in deciding if v is not None],
-        "signals": [{"id": s.id, "status": s.status, "text": s.headline(f)} for s in fired[1:]],
+        "signals": [
+            {"id": s.id, "status": s.status, "text": statements.sentence(s.headline(f))}
+            for s in fired
+        ],
     }

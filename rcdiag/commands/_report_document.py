@@ -32,6 +32,23 @@ FromOption = Annotated[
 TopOption = Annotated[
     int, typer.Option("--top", min=0, help="Offending sequences listed per ranking.")
 ]
+PlotlyOption = Annotated[
+    str,
+    typer.Option(
+        "--plotlyjs",
+        metavar="embed|PATH|URL",
+        help="Where the page gets plotly.js: embed (default: compressed inside the page, ~0.5 MB, "
+        "offline), a PATH written once and shared by the reports beside it (loaded relative to "
+        "the page), or an http(s) URL (the browser fetches it).",
+    ),
+]
+
+
+def plotly_output(value: str) -> dict[str, str | None]:
+    """``--plotlyjs`` among the output paths when it names a file (checked with the others)."""
+    from rcdiag.report.plotlyjs import parse_source
+
+    return {"--plotlyjs": value} if parse_source(value).mode == "path" else {}
 
 
 def load_or_compute(

@@ -38,6 +38,7 @@ from rcdiag.commands._layout import (
     needed_width,
     new_table,
 )
+from rcdiag.commands._report_document import PlotlyOption, plotly_output
 from rcdiag.commands._terminal import (
     CHI2_METRICS,
     band_words,
@@ -83,19 +84,21 @@ def analyze(
             "preset comparison and profile it needs are computed in the same pass.",
         ),
     ] = None,
+    plotlyjs: PlotlyOption = "embed",
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
-        written = outputs({"--json": json_path, "--html": html}, paths)
+        extra = plotly_output(plotlyjs) if html is not None else {}
+        written = outputs({"--json": json_path, "--html": html, **extra}, paths)
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
         spec = dump_options.spec(paths)
         if "--html" in written:
-            document = run_report_with_progress(spec, options, written["--html"], quiet)
+            document = run_report_with_progress(spec, options, written["--html"], quiet, plotlyjs)
         else:
             document = run_with_progress(spec, options, quiet)
         if "--json" in written:
@@ -117,7 +120,7 @@ def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> A
 
 
 def run_report_with_progress(
-    spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool
+    spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool, plotlyjs: str = "embed"
 ) -> AnalysisResult:
     """Analyse and write the HTML report from the same pass; returns the analyze result."""
     from rcdiag.report.render import write_html
@@ -126,7 +129,7 @@ def run_report_with_progress(
     report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
     with progress_bar(quiet) as advance:
         full = build_report_document(spec, report_options, advance)
-    write_html(html, full.to_json())
+    write_html(html, full.to_json(), plotlyjs)
     result = analyze_part(full)
     warn_about_input(result.source, quiet)
     return result

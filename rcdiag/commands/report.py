@@ -27,8 +27,10 @@ from rcdiag.commands._layout import paragraph
 from rcdiag.commands._report_document import (
     FromOption,
     OptionalPaths,
+    PlotlyOption,
     TopOption,
     load_or_compute,
+    plotly_output,
 )
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
@@ -65,6 +67,7 @@ def report(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
+    plotlyjs: PlotlyOption = "embed",
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -79,13 +82,17 @@ def report(
         from rcdiag.report.render import write_html
         from rcdiag.report.run import malformed_results
 
-        written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
+        written = outputs(
+            {"--output": output, "--json": json_path, **plotly_output(plotlyjs)},
+            paths,
+            {"--from": from_json},
+        )
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
         data = document.to_json()
         with malformed_results(from_json):
-            size = write_html(written["--output"], data)
+            size = write_html(written["--output"], data, plotlyjs)
         if "--json" in written:
             write_output(written["--json"], data)
     if quiet:

@@ -6,180 +6,134 @@ through the mean of its steps' values at its middle step, and a band from their 
 maximum, so a spike in one step still shows. The page says so (:func:`steps_note`). The chart data
 then grows with the number of buckets, not of steps: a 10,000-step report is as small as a
 1,000-step one.
+
+The thresholds drawn are the registry's bands and marks (:func:`rcdiag.assess.references.references`),
+named in the legend. A linear axis spans the data and the thresholds near it with headroom; a
+threshold more than ten times beyond every step is left out and named under the chart; a spike that
+would flatten the rest (more than :data:`SPIKE_RATIO` times the typical range) is cut at the top of
+the axis, its steps marked ▲ there and named under the chart.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
+from rcdiag.assess.references import Reference, references, shading
+from rcdiag.formatting import count, short
 from rcdiag.metrics.ragged import F64, I64
 from rcdiag.report.figures import (
     BAND_OK,
     BAND_WARN,
     BLUE,
-    FAIL,
-    GEO_DEFAULT,
-    OK,
+    HEADROOM,
+    MUTED,
     ORANGE,
     PURPLE,
-    WARN,
+    STATUS_COLORS,
     Chart,
     base_layout,
     plotly_figure,
-    threshold_line,
+    reference_line,
+)
+from rcdiag.report.steps import (
+    MAX_TREND_POINTS,
+    TREND_BUCKETS,
+    _step_values,
+    _traces,
+    bucket_size,
+    bucketed,
+    steps_note,
 )
 
-MAX_TREND_POINTS = 400
-"""Runs of up to this many steps draw every step."""
-TREND_BUCKETS = 150
-"""Longer runs are drawn in at most this many buckets of consecutive steps."""
+SPIKE_RATIO = 10.0
+"""A linear axis is cut when the data's full range is this many times its typical range."""
+FAR = 10.0
+"""A threshold more than this many times beyond every step is named, not drawn (linear axes)."""
 
 
-def bucket_size(steps: int) -> int:
-    """Consecutive steps per point: 1 up to :data:`MAX_TREND_POINTS` steps, else the fewest that
-    make at most :data:`TREND_BUCKETS` buckets.
+@dataclass(frozen=True)
+class Series:
+    """One metric of a trend chart: ``(metric, legend name, colour)``."""
 
-    Example:
-        >>> bucket_size(400), bucket_size(1_000), bucket_size(10_000)
-        (1, 7, 67)
-    """
-    return 1 if steps <= MAX_TREND_POINTS else math.ceil(steps / TREND_BUCKETS)
+    metric: str
+    name: str
+    color: str
 
 
-def steps_note(steps: int) -> str:
-    """What a point of the per-step charts is, for the page.
+@dataclass(frozen=True)
+class Axis:
+    """How a trend chart's y axis is drawn: log, fixed range, or linear from a floor."""
 
-    Example:
-        >>> what, how = steps_note(12_000).split(": ")
-        >>> what
-        '12,000 steps shown as 150 buckets of 80 consecutive steps'
-        >>> how
-        'line = mean, band = min–max of the steps in each bucket.'
-    """
-    size = bucket_size(steps)
-    if size == 1:
-        return "Each point is one training step (one verl batch)."
-    last = " (the last has fewer)" if steps % size else ""
-    return (
-        f"{steps:,} steps shown as {math.ceil(steps / size):,} buckets of {size} consecutive "
-        f"steps{last}: line = mean, band = min–max of the steps in each bucket."
-    )
+    log: bool = False
+    fixed: tuple[float, float] | None = None
+    floor: float | None = None
+    """A lower end the data cannot go below (0 for shares)."""
 
 
-def bucketed(x: I64, y: F64, size: int) -> tuple[I64, F64, F64, F64]:
-    """Per bucket of ``size`` consecutive entries: its middle x, and the mean, minimum and maximum
-    of its finite y (NaN when it has none).
-
-    Example:
-        >>> b = bucketed(np.arange(5), np.array([1.0, 3.0, np.nan, 2.0, 8.0]), 2)
-        >>> [a.tolist() for a in b]
-        [[0, 2, 4], [2.0, 2.0, 8.0], [1.0, 2.0, 8.0], [3.0, 2.0, 8.0]]
-    """
-    starts = np.arange(0, y.size, size)
-    lengths = np.diff(np.append(starts, y.size))
-    finite = np.isfinite(y)
-    count = np.add.reduceat(finite.astype(np.int64), starts)
-    total = np.add.reduceat(np.where(finite, y, 0.0), starts)
-    mean = np.divide(total, count, out=np.full(starts.size, np.nan), where=count > 0)
-    clean = np.where(finite, y, np.nan)
-    return (
-        x[starts + (lengths - 1) // 2],
-        mean,
-        np.fmin.reduceat(clean, starts),
-        np.fmax.reduceat(clean, starts),
-    )
+def _far(ref: Reference, low: float, high: float) -> bool:
+    """Whether a threshold lies more than :data:`FAR` times beyond the data (linear axes)."""
+    top = max(abs(low), abs(high))
+    return top > 0 and abs(ref.value) > FAR * top
 
 
-def _step_values(steps: Sequence[Mapping[str, Any]], metric: str) -> F64:
-    values = [(s.get("metrics") or {}).get(metric) for s in steps]
-    return np.array(
-        [v if isinstance(v, (int, float)) else math.nan for v in values], dtype=np.float64
-    )
+def _spike_cut(values: F64, low: float, refs: Sequence[float]) -> float | None:
+    """The top of a linear axis that a few spikes would otherwise flatten, or None."""
+    typical = max([float(np.percentile(values, 95)), *refs])
+    high = float(values.max())
+    if typical <= low or high - low <= SPIKE_RATIO * (typical - low):
+        return None
+    return typical + 0.35 * (typical - low)
 
 
-def _translucent(color: str, alpha: float) -> str:
-    """``#rrggbb`` as ``rgba(r,g,b,alpha)``."""
-    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
+def _range(low: float, high: float, floor: float | None) -> list[float]:
+    """[low, high] with headroom on both sides (none below ``floor`` when the data sits on it)."""
+    span = high - low or max(abs(high), 1e-12)
+    bottom = low - 0.08 * span
+    if floor is not None and low >= floor:
+        bottom = max(floor, bottom) if low > floor else floor - 0.04 * span
+    return [bottom, high + (HEADROOM - 1.0) * span]
 
 
-def _traces(x: I64, y: F64, size: int, name: str, color: str) -> list[go.Scatter]:
-    """The mean line, preceded (for buckets) by the min–max band: upper edge, then lower edge
-    filled up to it."""
-    middle, mean, low, high = bucketed(x, y, size)
-    line = go.Scatter(
-        x=middle.tolist(),
-        y=mean.tolist(),
-        name=name if size == 1 else f"{name} (mean)",
-        mode="lines+markers" if middle.size <= 60 else "lines",
-        line={"color": color, "width": 2},
-        marker={"size": 5},
-        connectgaps=False,
-    )
-    if size == 1:
-        return [line]
-    edge = {"x": middle.tolist(), "mode": "lines", "line": {"width": 0, "color": color}}
-    return [
-        go.Scatter(**edge, y=high.tolist(), name=f"{name} max", showlegend=False),
-        go.Scatter(
-            **edge,
-            y=low.tolist(),
-            name=f"{name} min",
-            showlegend=False,
-            fill="tonexty",
-            fillcolor=_translucent(color, 0.2),
-        ),
-        line,
-    ]
+def _reference_traces(
+    x: Sequence[int], refs: Sequence[Reference], colors: Mapping[str, str]
+) -> list[go.Scatter]:
+    """Each threshold as a named dashed line (in its series' colour when a chart has several)."""
+    traces = []
+    for ref in refs:
+        color = colors.get(ref.label) or STATUS_COLORS.get(ref.status, MUTED)
+        dash = "dot" if ref.status == "reference" else "dash"
+        traces.append(reference_line(x, ref.value, ref.label, color, dash))
+        if ref.mirrored:
+            traces.append(reference_line(x, -ref.value, ref.label, color, dash, legend=False))
+    return traces
 
 
-def _band(y0: float, y1: float, color: str) -> dict[str, Any]:
-    return {
-        "type": "rect",
-        "xref": "paper",
-        "x0": 0,
-        "x1": 1,
-        "yref": "y",
-        "y0": y0,
-        "y1": y1,
-        "fillcolor": color,
-        "line": {"width": 0},
-        "layer": "below",
-    }
-
-
-def _thresholds(
-    top: float, lines: Sequence[tuple[float, str, str]], log: bool
-) -> tuple[list[dict], list[dict]]:
-    """Threshold lines; on a linear axis a threshold far above the data (whose largest |value| is
-    ``top``) becomes a caption instead."""
-    shapes, notes = [], []
-    for y, label, color in lines:
-        if not log and top > 0 and abs(y) > 10 * top:
-            notes.append(
-                {
-                    "xref": "paper",
-                    "x": 0.01,
-                    "xanchor": "left",
-                    "yref": "paper",
-                    "y": 1,
-                    "yanchor": "top",
-                    "bgcolor": "rgba(255,255,255,0.75)",
-                    "text": f"{label} — off the chart, far above every step",
-                    "showarrow": False,
-                    "font": {"size": 10, "color": color},
-                }
-            )
+def _shading(metric: str, log: bool) -> list[dict[str, Any]]:
+    shapes = []
+    for low, high, status in shading(metric):
+        if not log:
             continue
-        shape, note = threshold_line(y, label, color, log=log)
-        shapes.append(shape)
-        notes.append(note)
-    return shapes, notes
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": low if low is not None else 1e-12,
+                "y1": high,
+                "fillcolor": BAND_OK if status == "healthy" else BAND_WARN,
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
+    return shapes
 
 
 def _trend(
@@ -187,50 +141,113 @@ def _trend(
     id: str,
     title: str,
     caption: str,
-    series: Sequence[tuple[str, str, str]],
-    lines: Sequence[tuple[float, str, str]] = (),
-    log: bool = False,
-    bands: Sequence[dict[str, Any]] = (),
-    y_range: tuple[float, float] | None = None,
+    series: Sequence[Series],
+    axis: Axis = Axis(),
 ) -> Chart | None:
     x = np.array([int(s["step"]) for s in steps], dtype=np.int64)
     size = bucket_size(x.size)
     traces: list[go.Scatter] = []
+    tops: list[tuple[I64, F64, str]] = []
     drawn: list[F64] = []
-    for metric, name, color in series:
-        y = _step_values(steps, metric)
+    for s in series:
+        y = _step_values(steps, s.metric)
         hidden = ~np.isfinite(y)
-        if log:
+        if axis.log:
             hidden |= y <= 0
         y[hidden] = np.nan
         if np.isnan(y).all():
             continue
         drawn.append(y[~np.isnan(y)])
-        traces += _traces(x, y, size, name, color)
+        traces += _traces(x, y, size, s.name, s.color)
+        middle, mean, _, upper = bucketed(x, y, size)
+        tops.append((middle, upper if size > 1 else mean, s.name))
     if not drawn:
         return None
     values = np.concatenate(drawn)
-    shapes, notes = _thresholds(float(np.abs(values).max()), lines, log)
-    yaxis: dict[str, Any] = {"type": "log" if log else "linear", "exponentformat": "power"}
-    if y_range is not None:
-        yaxis["range"] = list(y_range)
-    elif log:
-        positive = [y for y, _, _ in lines if y > 0]
-        low = min([float(values.min()), *positive])
-        high = max([float(values.max()), *positive])
-        yaxis["range"] = [math.log10(low) - 0.3, math.log10(high) + 0.3]
+    low, high = float(values.min()), float(values.max())
+    refs = [
+        replace(r, label=f"{s.name}: {r.label}") if len(series) > 1 else r
+        for s in series
+        for r in references(s.metric)
+    ]
+    colors = {r.label: s.color for s in series for r in refs if r.label.startswith(f"{s.name}:")}
+    notes: list[str] = []
+    yaxis: dict[str, Any] = {"type": "log" if axis.log else "linear", "exponentformat": "power"}
+    shapes: list[dict[str, Any]] = []
+    if axis.log:
+        positive = [r.value for r in refs if r.value > 0]
+        bottom, top = min([low, *positive]), max([high, *positive])
+        yaxis["range"] = [math.log10(bottom) - 0.3, math.log10(top) + 0.3]
+        shapes = _shading(series[0].metric, True)
+    else:
+        near = [r for r in refs if not _far(r, low, high) and (axis.fixed is None)]
+        for r in refs:
+            if axis.fixed is None and r not in near:
+                notes.append(
+                    f"Not drawn: {r.label} — far beyond every step (the largest is {short(high)})."
+                )
+        if axis.fixed is not None:
+            near = [r for r in refs if axis.fixed[0] <= r.value <= axis.fixed[1]]
+            yaxis["range"] = list(axis.fixed)
+        else:
+            levels = [v for r in near for v in ((r.value, -r.value) if r.mirrored else (r.value,))]
+            bottom = min([low, *levels])
+            cut = _spike_cut(values, bottom, levels)
+            top = max([high, *levels]) if cut is None else cut
+            yaxis["range"] = _range(bottom, top, axis.floor)
+            if cut is not None:
+                traces += _cut_markers(tops, cut, yaxis["range"], notes, size)
+        refs = near
+    x_span = [int(x[0]), int(x[-1])]
+    traces += _reference_traces(x_span, refs, colors)
     layout = base_layout(
         xaxis={"title": {"text": "training step"}},
         yaxis=yaxis,
-        shapes=[*bands, *shapes],
-        annotations=notes,
-        showlegend=len(drawn) > 1,
+        shapes=shapes,
+        showlegend=True,
     )
-    return Chart(id, title, caption, plotly_figure(traces, layout))
+    return Chart(id, title, caption, plotly_figure(traces, layout), tuple(notes))
+
+
+def _cut_markers(
+    tops: Sequence[tuple[I64, F64, str]],
+    cut: float,
+    y_range: Sequence[float],
+    notes: list[str],
+    size: int,
+) -> list[go.Scatter]:
+    """▲ at the top of the axis for the points beyond ``cut``, and a note naming them."""
+    traces = []
+    at = y_range[1] - 0.04 * (y_range[1] - y_range[0])
+    for middle, top, name in tops:
+        over = np.flatnonzero(np.nan_to_num(top, nan=-np.inf) > cut)
+        if over.size == 0:
+            continue
+        worst = int(over[np.argmax(top[over])])
+        traces.append(
+            go.Scatter(
+                x=middle[over].tolist(),
+                y=[at] * over.size,
+                name=f"{name} above the axis",
+                mode="markers",
+                marker={"symbol": "triangle-up", "size": 9, "color": MUTED},
+                hovertext=[f"{name}: {short(float(v), 3)}" for v in top[over]],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
+        where = "step" if size == 1 else "bucket around step"
+        points = "step" if size == 1 else "bucket"
+        notes.append(
+            f"{count(over.size)} {points}{'s' if over.size > 1 else ''} of {name} above the axis "
+            f"(▲), up to {short(float(top[worst]), 3)} at {where} {int(middle[worst])}: the axis "
+            "is cut so the other steps stay readable."
+        )
+    return traces
 
 
 def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
-    """Per-step trends of the headline metrics, with the published thresholds (none with fewer
+    """Per-step trends of the headline metrics, with the registry's thresholds (none with fewer
     than two steps)."""
     steps = document.get("steps") or []
     if len(steps) < 2:
@@ -240,77 +257,81 @@ def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
             steps,
             "trend-k3",
             "k3_kl per step",
-            "Token-level KL(π_rollout‖π_train), K3 estimator. Green: dense bf16 models "
-            "(1e-5 … 1e-3); amber: MoE models (1e-3 … 1e-1).",
-            [("rollout_corr/k3_kl", "k3_kl", BLUE)],
-            [(1e-3, "NeMo-RL gate 1e-3", WARN), (1e-1, "top of MoE range", FAIL)],
-            log=True,
-            bands=[_band(1e-5, 1e-3, BAND_OK), _band(1e-3, 1e-1, BAND_WARN)],
+            "Token-level KL(π_rollout‖π_train), K3 estimator. Shaded: the healthy range (green) "
+            "and the watch band (amber).",
+            [Series("rollout_corr/k3_kl", "k3_kl", BLUE)],
+            Axis(log=True),
         ),
         _trend(
             steps,
             "trend-abs",
             "mean |Δ log p| per step",
-            "Mean |log π_train − log π_rollout| over tokens. Healthy bf16 ≈ 0.01, fp8 rollout ≈ "
-            "0.27; slime gates CI at 0.1.",
-            [("rcdiag/abs_log_ratio_mean", "mean |Δ log p|", BLUE)],
-            [(0.1, "slime gate 0.1", FAIL), (0.01, "healthy bf16 ≈ 0.01", OK)],
-            log=True,
+            "Mean |log π_train − log π_rollout| over tokens (healthy bf16 ≈ 0.01, fp8 rollout "
+            "≈ 0.27).",
+            [Series("rcdiag/abs_log_ratio_mean", "mean |Δ log p|", BLUE)],
+            Axis(log=True),
         ),
         _trend(
             steps,
             "trend-kl",
             "kl per step",
             "Mean of log π_rollout − log π_train (signed): > 0 when the rollout engine is "
-            "over-confident. verl flags |kl| > 0.1.",
-            [("rollout_corr/kl", "kl", BLUE)],
-            [(0.1, "verl: |kl| > 0.1", FAIL), (-0.1, "verl: |kl| > 0.1", FAIL)],
+            "over-confident.",
+            [Series("rollout_corr/kl", "kl", BLUE)],
         ),
         _trend(
             steps,
             "trend-logppl",
             "log_ppl_abs_diff per step",
             "Mean over sequences of |mean token Δ log p| — the statistic geometric-mean rejection "
-            "filters. Above the dashed line, decoupled_geo_rs (±0.1%) rejects most sequences.",
-            [("rollout_corr/log_ppl_abs_diff", "log_ppl_abs_diff", BLUE)],
-            [(GEO_DEFAULT, "decoupled_geo_rs band ±0.1%", WARN)],
-            log=True,
+            "filters. Above the dashed line, decoupled_geo_rs rejects most sequences.",
+            [Series("rollout_corr/log_ppl_abs_diff", "log_ppl_abs_diff", BLUE)],
+            Axis(log=True),
         ),
         _trend(
             steps,
             "trend-chi2-token",
             "chi2_token per step",
-            "Variance of the token weights ρ = π_train/π_rollout (E[ρ²] − 1). verl: > 1 is severe.",
-            [("rollout_corr/chi2_token", "chi2_token", BLUE)],
-            [(1.0, "verl: severe > 1", FAIL)],
+            "E[ρ²] − 1 of the token weights ρ = π_train/π_rollout (≈ their variance).",
+            [Series("rollout_corr/chi2_token", "chi2_token", BLUE)],
         ),
         _trend(
             steps,
             "trend-chi2-seq",
             "chi2_seq per step",
-            "Variance of the sequence weights ∏ρ. Grows with response length; > 1 means "
-            "sequence-level IS is unreliable (rcdiag rule).",
-            [("rollout_corr/chi2_seq", "chi2_seq", PURPLE)],
-            [(1.0, "> 1: sequence IS unreliable", FAIL)],
+            "E[(∏ρ)²] − 1 of the sequence weights: grows with response length; past its healthy "
+            "range sequence-level IS is unreliable.",
+            [Series("rollout_corr/chi2_seq", "chi2_seq", PURPLE)],
         ),
         _trend(
             steps,
             "trend-ess",
             "Effective sample size per step",
             "Kish ESS of the raw weights, as a share of the samples: token weights and sequence "
-            "weights. verl warns below 0.3.",
-            [("rcdiag/ess_token", "ESS token", BLUE), ("rcdiag/ess_seq", "ESS sequence", PURPLE)],
-            [(0.3, "verl: < 0.3", FAIL)],
-            y_range=(0, 1.05),
+            "weights.",
+            [
+                Series("rcdiag/ess_token", "ESS token", BLUE),
+                Series("rcdiag/ess_seq", "ESS sequence", PURPLE),
+            ],
+            Axis(fixed=(0.0, 1.05)),
         ),
         _trend(
             steps,
             "trend-veto",
             "Sequences with a catastrophic token",
-            "Share of sequences holding a token with π_train/π_rollout < 1e-4 (the veto). verl "
-            "warns above 10%.",
-            [("rcdiag/veto_fraction", "veto fraction", ORANGE)],
-            [(0.1, "verl: > 10%", FAIL)],
+            "Share of sequences holding a token with π_train/π_rollout below the veto threshold.",
+            [Series("rcdiag/veto_fraction", "veto fraction", ORANGE)],
+            Axis(floor=0.0),
         ),
     ]
     return [c for c in charts if c is not None]
+
+
+__all__ = [
+    "MAX_TREND_POINTS",
+    "TREND_BUCKETS",
+    "bucket_size",
+    "bucketed",
+    "steps_note",
+    "trend_charts",
+]
