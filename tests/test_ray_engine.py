@@ -77,10 +77,11 @@ def snapshot(spec: DumpSpec, request: Request) -> dict[str, Any]:
         "counts": (done.reader.dropped_nonfinite, done.reader.positive_log_probs),
     }
     for name in comparison.configs:
+        full = name in request_names(request)  # sweep points are kept for the whole dump only
         out[f"config {name}"] = (
-            comparison.metrics(name) if name in request_names(request) else None,
+            comparison.metrics(name) if full else None,
             comparison.summary(name),
-            [comparison.summary(name, s) for s in comparison.steps()],
+            [comparison.summary(name, s) for s in comparison.steps()] if full else None,
         )
     return out
 

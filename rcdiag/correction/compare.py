@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import (
     BatchNormalisation,
@@ -56,10 +58,15 @@ class NamedConfig:
     plan: CorrectionPlan
 
 
+WHOLE_DUMP = 0
+"""The one group of a component kept for the whole dump only (sweep points' summaries)."""
+
+
 @dataclass
 class _Tracked:
     component: Component
     index: GroupIndex
+    per_step: bool = True  # else one group for the whole dump: memory not in the step count
     stats: GroupedStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,8 +77,9 @@ class _Tracked:
 class PresetComparison:
     """Streams batches through every configuration; then metrics and summaries per step and overall.
 
-    ``summary_only`` configurations (sweep points) get :meth:`summary` but not verl's metrics, so
-    only their outcome is computed. ``base``: the per-row statistics of an analysis fed the same
+    ``summary_only`` configurations (sweep points) get :meth:`summary` of the whole dump but not
+    verl's metrics nor per-step figures, so only their outcome is computed, in one group (memory
+    independent of the number of steps). ``base``: the per-row statistics of an analysis fed the same
     batches, shared instead of computed twice (the analysis adds each batch to them).
 
     Example:
@@ -100,18 +108,20 @@ class PresetComparison:
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
         self._finished: dict[int, dict[int | None, dict[str, float]]] = {}
+        self._whole = GroupIndex()
         for c in configs:
-            self._track(c.name, (*plan_components(c.plan), Outcome(c.plan)))
+            self._track(c.name, (*plan_components(c.plan), Outcome(c.plan)), per_step=True)
         for c in summary_only:  # a summary reads the outcome (and a batch-norm factor) only
             plan = c.plan.importance
             normalises = plan is not None and plan.batch_normalize
             norm = (BatchNormalisation(plan, c.plan.dialect),) if plan and normalises else ()
-            self._track(c.name, (*norm, Outcome(c.plan)))
+            self._track(c.name, (*norm, Outcome(c.plan)), per_step=False)
 
-    def _track(self, name: str, parts: tuple[Component, ...]) -> None:
-        for part in parts:
+    def _track(self, name: str, parts: tuple[Component, ...], per_step: bool) -> None:
+        for part in parts:  # a component that one configuration needs per step is kept per step
             if part not in self._tracked:
-                self._tracked[part] = _Tracked(part, self.base.index)
+                index = self.base.index if per_step else self._whole
+                self._tracked[part] = _Tracked(part, index, per_step)
         self._parts[name] = parts
 
     def update(self, batch: RaggedBatch) -> None:
@@ -123,11 +133,16 @@ class PresetComparison:
         if self._owns_base:  # else the analysis that shares its statistics adds the batch
             slots = self.base.slots_for(batch.steps)
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
+        whole_rows = np.full(batch.rows, WHOLE_DUMP, dtype=np.int64)
+        whole_runs = np.full(view.runs[1].size, WHOLE_DUMP, dtype=np.int64)
         for tracked in self._tracked.values():
             stats, component = tracked.stats, tracked.component
-            stats.add(stats.slots_for(batch.steps), component.row_stats(view))
+            rows, runs = (
+                (batch.steps, view.runs[1]) if tracked.per_step else (whole_rows, whole_runs)
+            )
+            stats.add(stats.slots_for(rows), component.row_stats(view))
             if component.run_kinds:
-                stats.add(stats.slots_for(view.runs[1]), component.run_stats(view))
+                stats.add(stats.slots_for(runs), component.run_stats(view))
 
     def merge(self, other: PresetComparison) -> None:
         """Fold in a comparison of other rows of the same dump with the same configurations.
@@ -162,7 +177,12 @@ class PresetComparison:
         return self._stats(self.base, step)
 
     def _getter(self, component: Component, step: int | None, base: dict[str, float]) -> Getter:
-        own = self._stats(self._tracked[component].stats, step)
+        tracked = self._tracked[component]
+        if step is not None and not tracked.per_step:
+            raise ValueError(
+                "a summary-only configuration is kept for the whole dump, not per step"
+            )
+        own = self._stats(tracked.stats, step)
 
         def get(name: str) -> float:
             return own[name] if name in own else base[name]
