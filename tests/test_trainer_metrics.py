@@ -117,9 +117,10 @@ def test_a_batch_without_valid_tokens_gives_nan() -> None:
     rollout, old, mask = batch(8)
     metrics = offpolicy_metrics(rollout, old, torch.zeros_like(mask))
     assert metrics and all(math.isnan(v) for v in metrics.values())
-    assert all(
-        math.isnan(v) for v in preset_metrics("decoupled_seq_is", rollout, old, 0 * mask).values()
-    )
+    for preset in PRESETS["latest"]:
+        empty = preset_metrics(preset, rollout, old, 0 * mask)
+        assert empty.keys() == preset_metrics(preset, rollout, old, mask).keys()
+        assert all(math.isnan(v) for v in empty.values())
 
 
 def test_nonfinite_log_probs_at_valid_tokens() -> None:

@@ -175,7 +175,13 @@ class Monitor:
             raise KeyError(
                 f"{name!r} is not a configuration of this monitor: {self.configurations}"
             )
-        return _floats(self._comparison.metrics(name))
+        values = self._comparison.metrics(name)
+        if not values:  # no valid token (verl raises): the names of one valid token, all nan
+            probe = PresetComparison([self._comparison.configs[name]])
+            one = np.zeros((1, 1))
+            probe.update(from_padded(one, one, np.ones((1, 1), dtype=bool)))
+            values = dict.fromkeys(probe.metrics(name))
+        return _floats(values)
 
 
 def offpolicy_metrics(
