@@ -5,13 +5,13 @@ BIN := $(VENV)/bin
 # torch 2.13.0 is the CPU build; asking for it first keeps pip from pulling a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint browser bench clean
+.PHONY: install demo test lint browser bench clean install-size
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,ray]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,torch,ray]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -55,3 +55,14 @@ bench: install
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache
+
+# What `pip install rcdiag` costs: a fresh venv in a temporary directory with the base install (no
+# extras), its size and largest packages; checks that torch is not pulled in and that `rcdiag analyze`
+# runs, then removes it.
+install-size:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PYTHON) -m venv "$$tmp/venv" && "$$tmp/venv/bin/python" -m pip install --quiet . && \
+	if "$$tmp/venv/bin/python" -c "import torch" 2>/dev/null; then echo "torch was installed"; exit 1; fi && \
+	"$$tmp/venv/bin/rcdiag" analyze sample_data/bf16.parquet --quiet && \
+	echo "base install: $$(du -sm "$$tmp/venv" | cut -f1) MB (torch not installed); largest:" && \
+	cd "$$tmp"/venv/lib/python*/site-packages && du -sm * | sort -rn | head -6

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rcdiag.metrics.ragged import trimmed_lengths
+
 ROW_GROUP_TOKENS = 1 << 20
 """Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
 
@@ -152,6 +154,28 @@ def _as_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def padded_arrays(
+    rollout: np.ndarray, old: np.ndarray, mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check padded [B, T] log-probs and mask; returns them with the mask as bool (``None``: every
+    position valid).
+
+    Raises:
+        ValueError: not two [B, T] float arrays, or a mask of another shape.
+    """
+    if rollout.ndim != 2 or rollout.shape != old.shape:
+        raise ValueError(
+            f"rollout_log_probs {rollout.shape} and old_log_probs {old.shape} must both be [B, T]"
+        )
+    if not (np.issubdtype(rollout.dtype, np.floating) and np.issubdtype(old.dtype, np.floating)):
+        raise ValueError("log-probs must be floating point")
+    if mask is None:
+        return rollout, old, np.ones(rollout.shape, dtype=bool)
+    if mask.shape != rollout.shape:
+        raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
+    return rollout, old, mask if mask.dtype == np.bool_ else mask != 0
+
+
 def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
     flat = padded[np.arange(padded.shape[1])[None, :] < lengths[:, None]]
     offsets = np.zeros(lengths.size + 1, dtype=np.int32)
@@ -196,24 +220,13 @@ def write_dump(
         >>> pq.read_table(out).column("old_log_probs").to_pylist()
         [[0.0, 0.0], [0.0]]
     """
-    rollout = _as_numpy(rollout_log_probs)
-    old = _as_numpy(old_log_probs)
-    if rollout.ndim != 2 or rollout.shape != old.shape:
-        raise ValueError(
-            f"rollout_log_probs {rollout.shape} and old_log_probs {old.shape} must both be [B, T]"
-        )
-    if not (np.issubdtype(rollout.dtype, np.floating) and np.issubdtype(old.dtype, np.floating)):
-        raise ValueError("log-probs must be floating point")
+    rollout, old, mask = padded_arrays(
+        _as_numpy(rollout_log_probs),
+        _as_numpy(old_log_probs),
+        None if response_mask is None else _as_numpy(response_mask),
+    )
     rows, width = rollout.shape
-    mask = np.ones((rows, width), dtype=bool) if response_mask is None else _as_numpy(response_mask)
-    if mask.shape != rollout.shape:
-        raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
-    mask = mask != 0
-    if trim_padding and width:
-        last_valid = width - np.argmax(mask[:, ::-1], axis=1)
-        lengths = np.where(mask.any(axis=1), last_valid, 0)
-    else:
-        lengths = np.full(rows, width)
+    lengths = trimmed_lengths(mask) if trim_padding else np.full(rows, width)
     steps = np.broadcast_to(np.asarray(_as_numpy(step), dtype=np.int64), (rows,))
     columns: dict[str, Any] = {
         "rollout_log_probs": _list_column(rollout, lengths),

@@ -145,3 +145,41 @@ def segment_min(values: F64, offsets: I64, empty: float = np.inf) -> F64:
     if starts.size:
         out[nonempty] = np.minimum.reduceat(values, starts)
     return out
+
+
+def trimmed_lengths(mask: Bool) -> I64:
+    """Each row's length once its trailing masked positions are dropped (0 for a row without a
+    valid position): what a dump written from a padded [B, T] batch keeps of each row.
+
+    Example:
+        >>> trimmed_lengths(np.array([[1, 1, 0], [0, 0, 0], [1, 0, 1]], dtype=bool))
+        array([2, 0, 3])
+    """
+    rows, width = mask.shape
+    if not width:
+        return np.zeros(rows, dtype=np.int64)
+    last_valid = width - np.argmax(mask[:, ::-1], axis=1)
+    return np.where(mask.any(axis=1), last_valid, 0).astype(np.int64)
+
+
+def from_padded(rollout: F64, old: F64, mask: Bool, step: int = 0) -> RaggedBatch:
+    """The batch of one step from padded [B, T] float64 log-probs and a bool mask, holding exactly
+    the positions a dump of them keeps (:func:`trimmed_lengths`), so that every consumer sees what
+    it would read back from that dump.
+
+    Example:
+        >>> b = from_padded(np.zeros((2, 3)), np.ones((2, 3)), np.array([[1, 0, 1], [1, 0, 0]], bool))
+        >>> b.offsets.tolist(), b.mask.tolist()
+        ([0, 3, 4], [True, False, True, True])
+    """
+    lengths = trimmed_lengths(mask)
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    keep = np.arange(mask.shape[1])[None, :] < lengths[:, None]
+    return RaggedBatch(
+        rollout=rollout[keep],
+        old=old[keep],
+        mask=mask[keep],
+        offsets=offsets,
+        steps=np.full(lengths.size, step, dtype=np.int64),
+    )
