@@ -10,9 +10,10 @@ comparison's base).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
@@ -30,6 +31,8 @@ class DumpSpec:
     columns: ColumnNames = field(default_factory=ColumnNames)
     drop_nonfinite: bool = False
     selection: StepSelection = field(default_factory=StepSelection)
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
 
     def reader(self, row_details: bool = False) -> DumpReader:
         """A streaming reader; ``row_details`` also reads each row's uid and position."""
@@ -39,6 +42,7 @@ class DumpSpec:
             drop_nonfinite=self.drop_nonfinite,
             selection=self.selection,
             row_details=row_details,
+            storage_options=self.storage_options,
         )
 
 
