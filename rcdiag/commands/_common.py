@@ -215,7 +215,11 @@ def write_output(path: Path, content: dict[str, Any] | str) -> None:
 
 
 PathsArgument = Annotated[
-    list[str], typer.Argument(help="Parquet files, globs or directories (read recursively).")
+    list[str],
+    typer.Argument(
+        help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
+        "gs://, hf://, https://)."
+    ),
 ]
 DialectOption = Annotated[
     str | None,

@@ -17,7 +17,8 @@ from rcdiag.model import ReportDocument
 OptionalPaths = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Parquet files, globs or directories (read recursively); omit them with --from.",
+        help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
+        "gs://, hf://, https://); omit them with --from.",
         show_default=False,
     ),
 ]
