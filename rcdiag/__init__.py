@@ -1,20 +1,115 @@
 """rcdiag: offline diagnostics for rollout/training log-prob mismatch, as verl's Rollout Correction
-computes it."""
+computes it.
+
+From Python (docs/python-api.md), each command is a function returning its typed result::
+
+    import rcdiag
+
+    result = rcdiag.analyze("dumps/")            # or "s3://bucket/run/"
+    result.steps                                  # polars DataFrame, one row per step
+    result.overall["rollout_corr/k3_kl"], result.diagnosis.verdict
+
+:func:`analyze`, :func:`compare_presets`, :func:`report` (and :func:`write_report`), :func:`check`,
+:func:`baseline` live in :mod:`rcdiag.api`; :func:`write_dump` writes a dump from a trainer. They are
+imported on first use, so ``import rcdiag`` stays fast.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 SCHEMA_VERSION = 2
 """Version of the JSON documents rcdiag writes (docs/report.md, "Results JSON")."""
 
-__all__ = ["__version__", "write_dump"]
+_API = ("analyze", "baseline", "check", "compare_presets", "report", "write_report")
+
+__all__ = [
+    "__version__",
+    "analyze",
+    "baseline",
+    "check",
+    "compare_presets",
+    "report",
+    "write_dump",
+    "write_report",
+]
+
+if TYPE_CHECKING:
+    from rcdiag.api import analyze, baseline, check, compare_presets, report, write_report
 
 
-def write_dump(*args: Any, **kwargs: Any) -> Any:
-    """Write a dump from padded [B, T] arrays; see :func:`rcdiag.io.writer.write_dump`."""
+class _Package(types.ModuleType):
+    """The ``rcdiag`` module: ``rcdiag.report`` stays the function :func:`rcdiag.api.report`
+    when the package of the same name (the HTML report's modules, imported as
+    ``from rcdiag.report.run import …``) is loaded; Python's import would otherwise bind the
+    package to that name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _API and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    """The functions of :mod:`rcdiag.api`, imported on first use (numpy, pyarrow and polars are
+    not imported by ``import rcdiag``)."""
+    if name in _API:
+        from rcdiag import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'rcdiag' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})
+
+
+def write_dump(
+    path: str | Path,
+    rollout_log_probs: Any,
+    old_log_probs: Any,
+    response_mask: Any = None,
+    step: int | Any = 0,
+    *,
+    trim_padding: bool = True,
+    extra_columns: Mapping[str, Any] | None = None,
+    compression: str = "snappy",
+) -> Path:
+    """Write one batch of padded [B, T] log-probs as an rcdiag dump (one row per response).
+
+    Args:
+        path: the parquet file to write (atomically; parent directories are created). To build a
+            dump over training, write one file per step, e.g. ``dumps/step=12/part-0.parquet``.
+        rollout_log_probs: log π_rollout, [B, T] torch tensor or numpy array (float32 or float64;
+            the dtype is kept).
+        old_log_probs: log π_train of the same tokens, [B, T].
+        response_mask: [B, T] bool or integer mask; ``None`` means every position is valid.
+        step: the training step, one int for the batch or one per row.
+        trim_padding: drop each row's trailing masked positions (changes no metric).
+        extra_columns: per-row columns to add, e.g. ``{"uid": uids}`` (length B each).
+        compression: parquet codec (``snappy``, ``zstd``, ``gzip``, ``none``, …).
+
+    Returns:
+        The path written. See :func:`rcdiag.io.writer.write_dump`.
+    """
     from rcdiag.io.writer import write_dump as _write_dump
 
-    return _write_dump(*args, **kwargs)
+    return _write_dump(
+        path,
+        rollout_log_probs,
+        old_log_probs,
+        response_mask,
+        step,
+        trim_padding=trim_padding,
+        extra_columns=extra_columns,
+        compression=compression,
+    )

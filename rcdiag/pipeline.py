@@ -10,9 +10,10 @@ comparison's base).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
@@ -41,6 +42,8 @@ class DumpSpec:
     selection: StepSelection = field(default_factory=StepSelection)
     engine: str = "local"
     ray_address: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -61,6 +64,7 @@ class DumpSpec:
             selection=self.selection,
             row_details=row_details,
             stream_offset=stream_offset,
+            storage_options=self.storage_options,
         )
 
 

@@ -6,8 +6,8 @@ the HTML report and CI checks read; their ``to_json()`` is what ``--json`` write
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -109,7 +109,7 @@ def analysis_result(done: Pass) -> AnalysisResult:
             selected_steps=None if dump.selection.is_everything else tuple(s.step for s in steps),
         ),
         overall=analysis.overall(),
-        steps=tuple(steps),
+        step_results=tuple(steps),
         checks=tuple(statuses),
         diagnosis=diagnosis,
     )
@@ -224,9 +224,10 @@ def compare_and_recommend(
     dialect: Dialect,
     sweep: Sweep | None = None,
     progress: Progress | None = None,
-) -> tuple[ComparisonResult, dict[str, Any]]:
-    """:func:`compare_dump`, and the recommendation ``rcdiag recommend`` gives for the same dump
-    (:func:`rcdiag.assess.recommend.recommend`, docs/recommendation.md), from the same pass.
+) -> ComparisonResult:
+    """:func:`compare_dump`, with the diagnosis of the dump and the recommendation ``rcdiag
+    recommend`` gives for it (:func:`rcdiag.assess.recommend.recommend`, docs/recommendation.md),
+    from the same pass (``diagnosis`` and ``recommendation`` of the result).
 
     The recommendation's candidate sweeps are evaluated beside the configurations (summary figures
     only) and are not part of the document. Its ``choices[0]`` is the recommended configuration;
@@ -248,8 +249,9 @@ def compare_and_recommend(
     comparison = done.comparison
     assert comparison is not None
     presets = PRESETS[dialect]
+    analysis = analysis_result(done)
     advice_input = {
-        **analysis_result(done).to_json(),
+        **analysis.to_json(),
         "presets": [  # compared presets only (a --config file may carry a preset's name)
             entry
             for entry in document["presets"]
@@ -271,7 +273,9 @@ def compare_and_recommend(
             for s, named in candidates
         ],
     }
-    return result, recommend(json_safe(advice_input))
+    return dataclasses.replace(
+        result, diagnosis=analysis.diagnosis, recommendation=recommend(json_safe(advice_input))
+    )
 
 
 def comparison_result(

@@ -251,7 +251,7 @@ def _document(values: list[float | None], overall: float = 0.5) -> AnalysisResul
         source=SourceInfo(("d.parquet",), 10, 100, 100, len(values), (), 0, 0, None),
         options=RunOptions(veto_threshold=None, effective_veto_threshold=1e-4),
         overall={"m": overall, "n": None},
-        steps=tuple(StepResult(10 + 2 * i, 1, 10, {"m": v}) for i, v in enumerate(values)),
+        step_results=tuple(StepResult(10 + 2 * i, 1, 10, {"m": v}) for i, v in enumerate(values)),
         checks=(),
         diagnosis=Diagnosis("healthy"),
     )

@@ -156,7 +156,7 @@ STAGES: dict[str, tuple[int, Callable[[Run], Any]]] = {
         lambda r: comparison_result(r.done, r.configs).to_json(),
     ),
     "check rules (rise: Pettitt and median split)": (TREND_STEPS, _rise_rules),
-    "terminal step table": (STEPS, lambda r: step_table(r.result.steps)),
+    "terminal step table": (STEPS, lambda r: step_table(r.result.step_results)),
     "report trends, verdict and advice": (
         STEPS,
         lambda r: (trend_charts(r.document), verdict(r.document), recommend(r.document)),

@@ -98,7 +98,9 @@ def test_analyze_documents_read_back_unchanged(sample: str) -> None:
     document = analyze_json(sample)
     result = AnalysisResult.from_json(document, source="run.json")
     assert result.to_json() == document
-    assert isinstance(result.steps[0], StepResult) and isinstance(result.diagnosis, Diagnosis)
+    assert isinstance(result.step_results[0], StepResult) and isinstance(
+        result.diagnosis, Diagnosis
+    )
     assert all(isinstance(c, MetricStatus) for c in result.checks)
     assert result.overall == document["overall"]
 

@@ -34,7 +34,7 @@ def test_torch_tensors_round_trip(tmp_path: Path, dtype: torch.dtype) -> None:
     assert np.allclose(table.column("old_log_probs").to_pylist()[1], expected[1].double().numpy())
     doc = analyze_dump(DumpSpec([tmp_path]), AnalyzeOptions())
     assert doc.source.valid_tokens == int(mask.sum())
-    assert doc.steps[0].step == 3
+    assert doc.step_results[0].step == 3
 
 
 def test_numpy_without_mask_and_per_row_steps(tmp_path: Path) -> None:

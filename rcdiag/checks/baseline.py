@@ -51,10 +51,11 @@ def make_baseline(
         source=analysis.source,
         options=analysis.options,
         overall=analysis.overall,
-        steps=analysis.steps,
+        step_results=analysis.step_results,
         seed=seed,
         replicates=count,
         bootstrap={name: np.asarray(reps, dtype=np.float64) for name, reps in kept.items()},
+        diagnosis=analysis.diagnosis,
     )
 
 

@@ -22,11 +22,10 @@ from rcdiag.formatting import fmt
 from rcdiag.metrics.ragged import F64
 from rcdiag.metrics.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
 from rcdiag.model import AnalysisResult, Baseline, ConfigurationResult, Diagnosis
+from rcdiag.model.check import CHECK_KIND
 
 Status = Literal["pass", "fail", "warn", "skipped"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skipped")
-
-CHECK_KIND = "rcdiag-check"
 
 
 @dataclass(frozen=True)
@@ -99,8 +98,9 @@ Entry = AnalysisResult | ConfigurationResult
 
 
 def _series(entry: Entry, metric: str) -> tuple[F64, F64]:
-    steps = np.array([s.step for s in entry.steps], dtype=np.float64)
-    values = [None if s.metrics is None else s.metrics.get(metric) for s in entry.steps]
+    entries = entry.step_results if isinstance(entry, AnalysisResult) else entry.steps
+    steps = np.array([s.step for s in entries], dtype=np.float64)
+    values = [None if s.metrics is None else s.metrics.get(metric) for s in entries]
     return steps, np.array([math.nan if v is None else v for v in values], dtype=np.float64)
 
 

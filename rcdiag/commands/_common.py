@@ -21,9 +21,10 @@ from rich.markup import escape
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
 from rcdiag.io.paths import check_outputs, printable
-from rcdiag.io.reader import ColumnNames, StepSelection, discover
+from rcdiag.io.reader import discover
+from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
-from rcdiag.results import DumpSpec, json_safe
+from rcdiag.model import json_safe
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -133,15 +134,69 @@ def outputs(
     ``inputs`` (option → the path or paths it names), a directory, or another output's path.
     """
     read: dict[str, Iterable[Path]] = {}
-    if dump:  # discovered only once the output paths themselves are known to be good
+    local = [p for p in dump or () if not is_remote(p)]  # a remote file is no local output
+    if local:  # discovered only once the output paths themselves are known to be good
 
         def dump_files() -> Iterator[Path]:
-            yield from discover(dump)
+            yield from (p for p in discover(local) if isinstance(p, Path))
 
         read["a file of the dump"] = dump_files()
     for option, value in (inputs or {}).items():
         read[option] = [value] if isinstance(value, Path) else list(value or [])
     return check_outputs(given, read)
+
+
+def write_table(path: Path, frame: Any, kind: str) -> None:
+    """Write a polars DataFrame as CSV or parquet (``kind``) atomically; an unwritable path is
+    exit 2."""
+    try:
+        with atomic_write(path, "wb") as handle:
+            if kind == "csv":
+                frame.write_csv(handle)
+            else:
+                frame.write_parquet(handle)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"{path}: cannot write ({reason})") from None
+
+
+def refuse_inside_dump(given: Mapping[str, Path], dump: Sequence[str]) -> None:
+    """Refuse a parquet output inside a directory of the dump: the next run would read it as a
+    part of the dump.
+
+    Raises:
+        UsageError: naming the option and the directory.
+    """
+    for option, path in given.items():
+        if path.suffix.lower() not in (".parquet", ".parq", ".pq"):
+            continue
+        for raw in dump:
+            if is_remote(raw) or not Path(raw).is_dir():
+                continue
+            directory = Path(raw).resolve()
+            if directory in path.resolve().parents:
+                raise UsageError(
+                    f"{option} {printable(str(path))} is inside {printable(raw)}, a directory of "
+                    "the dump: the next run would read it as part of the dump (choose another path)"
+                )
+
+
+CsvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--csv",
+        metavar="FILE",
+        help="Also write the per-step table as CSV to this file (atomically).",
+    ),
+]
+ParquetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--parquet",
+        metavar="FILE",
+        help="Also write the per-step table as parquet to this file (atomically).",
+    ),
+]
 
 
 def write_output(path: Path, content: dict[str, Any] | str) -> None:
@@ -160,7 +215,11 @@ def write_output(path: Path, content: dict[str, Any] | str) -> None:
 
 
 PathsArgument = Annotated[
-    list[str], typer.Argument(help="Parquet files, globs or directories (read recursively).")
+    list[str],
+    typer.Argument(
+        help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
+        "gs://, hf://, https://)."
+    ),
 ]
 DialectOption = Annotated[
     str | None,
@@ -203,6 +262,7 @@ EngineOption = Annotated[
     str,
     typer.Option(
         "--engine",
+        metavar="local|ray",
         help="Where the pass runs: local (this process) or ray (the dump's files spread over a "
         "Ray cluster, pip install 'rcdiag[ray]'; docs/scale.md).",
     ),
@@ -211,7 +271,17 @@ RayAddressOption = Annotated[
     str | None,
     typer.Option(
         "--ray-address",
+        metavar="ADDRESS",
         help="The Ray cluster for --engine ray (default: RAY_ADDRESS, else a local Ray).",
+    ),
+]
+StorageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        metavar="KEY=VALUE",
+        help="An option of the file system of s3://, gs://, hf://, http(s):// paths, e.g. "
+        "endpoint_url=http://127.0.0.1:9000 (repeatable; docs/python-api.md).",
     ),
 ]
 
@@ -238,12 +308,13 @@ class DumpOptions:
     drop_nonfinite: bool = False
     engine: str = "local"
     ray_address: str | None = None
+    storage_option: list[str] | None = None
 
-    def spec(self, paths: list[str]) -> DumpSpec:
-        """Where and how to read the dump.
+    def arguments(self) -> dict[str, Any]:
+        """The dump arguments of the :mod:`rcdiag.api` functions.
 
         Raises:
-            UsageError: a malformed ``--steps``, an empty column name.
+            UsageError: an empty column name, a malformed ``--storage-option``.
         """
         for flag, value in (
             ("--rollout-col", self.rollout_col),
@@ -253,14 +324,18 @@ class DumpOptions:
         ):
             if value is not None and not value.strip():
                 raise UsageError(f"{flag}: empty column name")
-        return DumpSpec(
-            paths=paths,
-            columns=ColumnNames(self.rollout_col, self.training_col, self.mask_col, self.step_col),
-            drop_nonfinite=self.drop_nonfinite,
-            selection=StepSelection.parse(self.step or (), self.steps),
-            engine=self.engine,
-            ray_address=self.ray_address,
-        )
+        return {
+            "step": self.step,
+            "steps": self.steps,
+            "rollout_col": self.rollout_col,
+            "training_col": self.training_col,
+            "mask_col": self.mask_col,
+            "step_col": self.step_col,
+            "drop_nonfinite": self.drop_nonfinite,
+            "storage_options": parse_storage_options(self.storage_option or ()),
+            "engine": self.engine,
+            "ray_address": self.ray_address,
+        }
 
 
 ALL_STEPS = DumpOptions()
@@ -276,6 +351,7 @@ _DUMP_OPTION_TYPES: dict[str, Any] = {
     "drop_nonfinite": DropNonfinite,
     "engine": EngineOption,
     "ray_address": RayAddressOption,
+    "storage_option": StorageOption,
 }
 
 Command = TypeVar("Command", bound=Callable[..., None])

@@ -8,16 +8,17 @@ from typing import Annotated
 
 import typer
 
+from rcdiag import api
 from rcdiag.commands._common import DumpOptions, parse_dialect
 from rcdiag.commands._terminal import progress_bar, warn_about_input
-from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.model import ReportDocument
 
 OptionalPaths = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Parquet files, globs or directories (read recursively); omit them with --from.",
+        help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
+        "gs://, hf://, https://); omit them with --from.",
         show_default=False,
     ),
 ]
@@ -60,36 +61,28 @@ def load_or_compute(
     dump_options: DumpOptions,
     quiet: bool,
 ) -> ReportDocument:
-    """The report document: read from ``--from``, or computed from the dump in one pass."""
-    from rcdiag.report.run import (
-        ReportOptions,
-        build_report_document,
-        complete,
-        load_document,
-        malformed_results,
-    )
+    """The report document (:func:`rcdiag.api.report`): read from ``--from``, or computed from
+    the dump in one pass."""
+    from rcdiag.report.run import malformed_results
 
     explicit = parse_dialect(dialect)
     if from_json is not None:
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
-        document = load_document(from_json)
-        if explicit is not None and explicit != document.dialect:
-            raise UsageError(
-                f"--dialect {explicit}: {from_json} holds results of the "
-                f"{document.dialect} dialect; recompute them from the dump"
-            )
         with malformed_results(from_json):
-            return complete(document)
+            return api.report(from_json=from_json, dialect=explicit)
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
         )
-    spec = dump_options.spec(paths)
-    options = ReportOptions(
-        dialect=explicit or DEFAULT_DIALECT, veto_threshold=veto_threshold, top_k=top
-    )
     with progress_bar(quiet) as advance:
-        document = build_report_document(spec, options, advance)
+        document = api.report(
+            paths,
+            dialect=explicit,
+            veto_threshold=veto_threshold,
+            top=top,
+            **dump_options.arguments(),
+            progress=advance,
+        )
     warn_about_input(document.source, quiet)
     return document

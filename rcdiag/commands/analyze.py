@@ -5,19 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from rcdiag.analysis import AnalyzeOptions
+from rcdiag import api
 from rcdiag.assess.registry import judge, worst
 from rcdiag.commands._common import (
     ALL_STEPS,
+    CsvOption,
     DebugOption,
     DialectOption,
     DumpOptions,
     JsonOption,
+    ParquetOption,
     PathsArgument,
     QuietOption,
     VetoOption,
@@ -25,8 +27,10 @@ from rcdiag.commands._common import (
     outputs,
     parse_dialect,
     reads_dump,
+    refuse_inside_dump,
     stdout,
     write_output,
+    write_table,
     wrote,
 )
 from rcdiag.commands._layout import (
@@ -49,10 +53,8 @@ from rcdiag.commands._terminal import (
     status_text,
     warn_about_input,
 )
-from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
 from rcdiag.model import AnalysisResult, StepResult
-from rcdiag.results import DumpSpec, analyze_dump
 
 STEP_TABLE_ROWS = 40
 """Up to this many steps are listed one per row; beyond it, consecutive steps are grouped."""
@@ -85,52 +87,60 @@ def analyze(
         ),
     ] = None,
     plotlyjs: PlotlyOption = "embed",
+    csv: CsvOption = None,
+    parquet: ParquetOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
+        tables = {"--csv": csv, "--parquet": parquet}
         extra = plotly_output(plotlyjs) if html is not None else {}
-        written = outputs({"--json": json_path, "--html": html, **extra}, paths)
-        options = AnalyzeOptions(
-            dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
-        )
-        spec = dump_options.spec(paths)
+        written = outputs({"--json": json_path, "--html": html, **tables, **extra}, paths)
+        refuse_inside_dump({k: v for k, v in written.items() if k in tables}, paths)
+        arguments: dict[str, Any] = {
+            "dialect": parse_dialect(dialect),
+            "veto_threshold": veto_threshold,
+            **dump_options.arguments(),
+        }
         if "--html" in written:
-            document = run_report_with_progress(spec, options, written["--html"], quiet, plotlyjs)
+            document = run_report_with_progress(
+                paths, arguments, written["--html"], quiet, plotlyjs
+            )
         else:
-            document = run_with_progress(spec, options, quiet)
+            document = run_with_progress(paths, arguments, quiet)
         if "--json" in written:
             write_output(written["--json"], document.to_json())
+        for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
+            if option in written:
+                write_table(written[option], document.steps, kind)
     if not quiet:
         show(document)
-        if "--json" in written:
-            wrote(written["--json"])
+        for option in ("--json", "--csv", "--parquet"):
+            if option in written:
+                wrote(written[option])
         if "--html" in written:
             wrote(written["--html"], ": open it in a browser")
 
 
-def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> AnalysisResult:
+def run_with_progress(paths: list[str], arguments: dict[str, Any], quiet: bool) -> AnalysisResult:
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
-        result = analyze_dump(spec, options, advance)
+        result = api.analyze(paths, **arguments, progress=advance)
     warn_about_input(result.source, quiet)
     return result
 
 
 def run_report_with_progress(
-    spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool, plotlyjs: str = "embed"
+    paths: list[str], arguments: dict[str, Any], html: Path, quiet: bool, plotlyjs: str
 ) -> AnalysisResult:
     """Analyse and write the HTML report from the same pass; returns the analyze result."""
-    from rcdiag.report.render import write_html
-    from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
-
-    report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
     with progress_bar(quiet) as advance:
-        full = build_report_document(spec, report_options, advance)
-    write_html(html, full.to_json(), plotlyjs)
-    result = analyze_part(full)
+        full = api.report(paths, **arguments, progress=advance)
+    api.write_report(full, html, plotlyjs)
+    result = full.analysis
+    assert result is not None, "a report document computed from a dump holds the analysis"
     warn_about_input(result.source, quiet)
     return result
 
@@ -170,10 +180,10 @@ def show(result: AnalysisResult) -> None:
         bands = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
         table.add_row(*row[:3], Text(bands, style="dim"))
     stdout.print(table)
-    for part in step_table(result.steps):
+    for part in step_table(result.step_results):
         stdout.print(part)
     chi2 = [result.overall.get(name) for name in CHI2_METRICS]
-    chi2 += [s.metrics.get(name) for s in result.steps for name in CHI2_METRICS]
+    chi2 += [s.metrics.get(name) for s in result.step_results for name in CHI2_METRICS]
     chi2_note(chi2)
 
 

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Annotated
 
 import numpy as np
 import typer
 
-from rcdiag.analysis import AnalyzeOptions
-from rcdiag.checks.baseline import make_baseline
-from rcdiag.checks.bootstrap import (
-    BASELINE_STREAM,
-    DEFAULT_REPLICATES,
-    DEFAULT_SEED,
-    MAX_REPLICATES,
-)
+from rcdiag import api
+from rcdiag.checks.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
 from rcdiag.commands._common import (
     ALL_STEPS,
@@ -36,12 +29,9 @@ from rcdiag.commands._common import (
 )
 from rcdiag.commands._layout import Col, header_line, new_table
 from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, progress_bar, warn_about_input
-from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.model import Baseline, Diagnosis
-from rcdiag.pipeline import BootstrapRequest, Request, run
-from rcdiag.results import analysis_result
 
 
 @reads_dump
@@ -72,23 +62,23 @@ def baseline(
             raise UsageError(f"--seed must be ≥ 0, got {seed}")
         if not 10 <= replicates <= MAX_REPLICATES:
             raise UsageError(f"--replicates must lie in [10, {MAX_REPLICATES:,}], got {replicates}")
-        options = AnalyzeOptions(
-            dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
-        )
-        spec = dump_options.spec(paths)
-        request = Request(options, bootstrap=BootstrapRequest(replicates, seed, BASELINE_STREAM))
         with progress_bar(quiet) as advance:
-            done = run(spec, request, advance)
-        analysis = analysis_result(done)
-        warn_about_input(analysis.source, quiet)
-        reps = done.replicates()
-        assert reps is not None
-        made = make_baseline(analysis, reps, seed=seed, created=datetime.now(timezone.utc))
+            made = api.baseline(
+                paths,
+                seed=seed,
+                replicates=replicates,
+                dialect=parse_dialect(dialect),
+                veto_threshold=veto_threshold,
+                **dump_options.arguments(),
+                progress=advance,
+            )
+        warn_about_input(made.source, quiet)
         write_output(written["--output"], made.to_json())
     if quiet:
         return
     show(made)
-    warn_if_not_healthy(analysis.diagnosis)
+    if made.diagnosis is not None:
+        warn_if_not_healthy(made.diagnosis)
     warn_about_null_replicates(made)
     wrote(written["--output"])
 

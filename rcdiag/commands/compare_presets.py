@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from rcdiag import api
 from rcdiag.commands._common import (
     ALL_STEPS,
     DebugOption,
@@ -22,21 +23,20 @@ from rcdiag.commands._common import (
     outputs,
     parse_dialect,
     reads_dump,
+    refuse_inside_dump,
     shown,
     stderr,
     stdout,
     write_output,
+    write_table,
     wrote,
 )
 from rcdiag.commands._layout import Col, fitted_tables, header_line, paragraph
 from rcdiag.commands._terminal import plural, progress_bar, warn_about_input
 from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
-from rcdiag.correction.loading import resolve_configs
-from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.paths import printable
-from rcdiag.results import compare_and_recommend
 
 MARK = "★"
 """Marks the compared configuration ``rcdiag recommend`` picks."""
@@ -117,6 +117,23 @@ def compare_presets(
         ),
     ] = None,
     json_path: JsonOption = None,
+    csv: Annotated[
+        str | None,
+        typer.Option(
+            "--csv",
+            metavar="FILE",
+            help="Also write the figures and metrics of every configuration at every step as CSV "
+            "(one row per step and configuration) to this file (atomically).",
+        ),
+    ] = None,
+    parquet: Annotated[
+        str | None,
+        typer.Option(
+            "--parquet",
+            metavar="FILE",
+            help="The same table as parquet (atomically).",
+        ),
+    ] = None,
     dialect: DialectOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
@@ -124,7 +141,9 @@ def compare_presets(
 ) -> None:
     """Dry-run rollout-correction presets and your own configurations on a dump, in one pass."""
     with cli_errors(debug):
-        written = outputs({"--json": json_path}, paths, {"--config": config})
+        tables = {"--csv": csv, "--parquet": parquet}
+        written = outputs({"--json": json_path, **tables}, paths, {"--config": config})
+        refuse_inside_dump({k: v for k, v in written.items() if k in tables}, paths)
         if sort is not None and sort not in SUMMARY_FIGURES:
             raise UsageError(f"--sort {sort!r}: expected one of {', '.join(SUMMARY_FIGURES)}")
         if grid is not None and sweep is None:
@@ -134,29 +153,33 @@ def compare_presets(
             raise UsageError(
                 f"--preset {NO_PRESET} leaves nothing to compare: add --config or --sweep"
             )
-        chosen, configs = resolve_configs(presets, config or (), parse_dialect(dialect))
-        planned_sweep = None
-        if sweep is not None:
-            values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
-            if values == []:
-                raise UsageError(f"--grid {grid!r}: no threshold (give comma-separated values)")
-            planned_sweep = build_sweep(sweep, chosen, values)
-            if preset is None and config is None:
-                configs = []  # a sweep alone: only its grid
-        spec = dump_options.spec(paths)
+        values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
+        if values == []:
+            raise UsageError(f"--grid {grid!r}: no threshold (give comma-separated values)")
         with progress_bar(quiet) as advance:
-            result, recommendation = compare_and_recommend(
-                spec, configs, chosen, planned_sweep, advance
+            result = api.compare_presets(
+                paths,
+                presets=presets,
+                configs=config or (),
+                sweep=sweep,
+                grid=values,
+                dialect=parse_dialect(dialect),
+                **dump_options.arguments(),
+                progress=advance,
             )
         warn_about_input(result.source, quiet)
         document = result.to_json()
         if "--json" in written:
             write_output(written["--json"], document)
+        for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
+            if option in written:
+                write_table(written[option], result.steps, kind)
     if quiet:
         return
-    show(document, sort, recommendation)
-    if "--json" in written:
-        wrote(written["--json"])
+    show(document, sort, dict(result.recommendation or {}))
+    for option in ("--json", "--csv", "--parquet"):
+        if option in written:
+            wrote(written[option])
 
 
 def chosen_presets(given: list[str] | None) -> list[str] | None:

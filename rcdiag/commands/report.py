@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from rcdiag import api
 from rcdiag.commands._common import (
     ALL_STEPS,
     DebugOption,
@@ -79,7 +80,6 @@ def report(
     """
     with cli_errors(debug):
         from rcdiag.assess.recommend import UNMEASURED_LINE
-        from rcdiag.report.render import write_html
         from rcdiag.report.run import malformed_results
 
         written = outputs(
@@ -90,11 +90,10 @@ def report(
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        data = document.to_json()
         with malformed_results(from_json):
-            size = write_html(written["--output"], data, plotlyjs)
+            size = api.write_report(document, written["--output"], plotlyjs)
         if "--json" in written:
-            write_output(written["--json"], data)
+            write_output(written["--json"], document.to_json())
     if quiet:
         return
     stdout.print(Text(printable(headline(document))))

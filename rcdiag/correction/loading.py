@@ -68,19 +68,38 @@ def files_dialect(
     return next(iter(implied), None)
 
 
+class _Inline:
+    """An inline configuration's name, standing where a file's path stands (messages, ``stem``)."""
+
+    def __init__(self, name: str) -> None:
+        self.stem = name
+
+    def __str__(self) -> str:
+        return f"configuration {self.stem!r}"
+
+
 def resolve_configs(
     presets: Sequence[str] | None,
     config_files: Sequence[Path],
     explicit: Dialect | None,
+    inline: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Dialect, list[NamedConfig]]:
     """The dialect and the configurations to compare: the named presets (None: every preset of the
-    dialect) followed by the files.
+    dialect) followed by the files, then the ``inline`` configurations (name → rollout-correction
+    keys, as a file holds them).
 
     The dialect is ``explicit`` if given, else the one the files' keys imply, else ``latest``; a file
     contradicting ``explicit`` or another file is an error.
     """
-    files = {path: read_config_file(path) for path in config_files}
-    dialect = files_dialect(files, explicit) or explicit or DEFAULT_DIALECT
+    files: dict[Path, Mapping[str, Any]] = {path: read_config_file(path) for path in config_files}
+    given: dict[Any, Mapping[str, Any]] = {**files}
+    for name, config in (inline or {}).items():
+        if not isinstance(config, Mapping):
+            raise UsageError(
+                f"configuration {name!r}: expected a mapping of rollout-correction keys"
+            )
+        given[_Inline(name)] = dict(config)
+    dialect = files_dialect(given, explicit) or explicit or DEFAULT_DIALECT
     registry = PRESETS[dialect]
     named: list[NamedConfig] = []
     for name in list(registry) if presets is None else presets:
@@ -91,7 +110,7 @@ def resolve_configs(
             )
         preset = registry[name]
         named.append(NamedConfig(name, preset.config, parse_config(preset.config, dialect)))
-    for path, config in files.items():
+    for path, config in given.items():
         try:
             plan = parse_config(config, dialect)
         except ConfigError as exc:

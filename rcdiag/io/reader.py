@@ -1,7 +1,8 @@
 """Streaming dump reader: discovery, column resolution, validation, conversion to ragged batches.
 
 A dump is one or more parquet files (README.md): files, globs or directories (searched recursively;
-a ``step=N`` directory supplies the step when no step column exists). Files are read in record batches
+a ``step=N`` directory supplies the step when no step column exists), local or remote (``s3://``,
+``gs://``, ``hf://``, ``http(s)://``: :mod:`rcdiag.io.remote`). Files are read in record batches
 of about ``batch_tokens`` tokens with bounded read buffers, so memory does not grow with the dump.
 Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file, row, step and column.
 """
@@ -15,10 +16,10 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
 from rcdiag.io.paths import file_kind
+from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path
 from rcdiag.metrics.ragged import RaggedBatch
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -110,12 +112,24 @@ class StepSelection:
         return in_range
 
 
-def discover(paths: Sequence[str | Path]) -> list[Path]:
-    """Expand files, globs and directories (recursively) into a sorted, de-duplicated file list."""
+DumpPath = Path | RemotePath
+"""A file of a dump: local, or remote (:class:`~rcdiag.io.remote.RemotePath`)."""
+
+
+def discover(
+    paths: Sequence[str | Path], storage_options: Mapping[str, Any] | None = None
+) -> list[DumpPath]:
+    """Expand files, globs and directories (recursively) into a sorted, de-duplicated file list;
+    URLs (``s3://bucket/run/``) are listed through their file system, with ``storage_options``.
+    """
     if not paths:
         raise UsageError("no input given: pass a parquet file, several, a glob or a directory")
-    found: list[Path] = []
-    for raw in paths:
+    found: list[DumpPath] = []
+    for given in paths:
+        if is_remote(given):
+            found.extend(discover_remote(str(given), storage_options))
+            continue
+        raw = local_path(given)
         path = Path(raw)
         if path.is_dir():
             inside = sorted(
@@ -141,16 +155,17 @@ def discover(paths: Sequence[str | Path]) -> list[Path]:
         else:
             raise InputError(f"{path}: no such file or directory")
     # The same file named twice (a path and a glob, say) is read once, spelled as first given.
-    seen: set[Path] = set()
-    unique = []
-    for path in found:
-        if path.resolve() not in seen:
-            seen.add(path.resolve())
-            unique.append(path)
+    seen: set[Path | str] = set()
+    unique: list[DumpPath] = []
+    for item in found:
+        identity = item.url if isinstance(item, RemotePath) else item.resolve()
+        if identity not in seen:
+            seen.add(identity)
+            unique.append(item)
     return unique
 
 
-def _hive_step(path: Path, step_column: str) -> int | None:
+def _hive_step(path: DumpPath, step_column: str) -> int | None:
     """The step a ``STEP_COLUMN=N`` directory (the innermost one) gives the file, if any."""
     value = None
     for part in path.parent.parts:
@@ -165,7 +180,7 @@ def _hive_step(path: Path, step_column: str) -> int | None:
     return value
 
 
-def _resolve(schema: pa.Schema, path: Path, role: str, chosen: str | None) -> str | None:
+def _resolve(schema: pa.Schema, path: DumpPath, role: str, chosen: str | None) -> str | None:
     """The column playing ``role`` in this file, or None for an optional role that is absent."""
     names = schema.names
     candidates = (chosen,) if chosen else DEFAULT_NAMES[role]
@@ -205,7 +220,7 @@ class _FileColumns:
 class DumpFile:
     """One parquet file of a dump, opened (its footer read) but not yet scanned."""
 
-    path: Path
+    path: DumpPath
     handle: pq.ParquetFile
     columns: _FileColumns
 
@@ -234,7 +249,7 @@ _ROLE_WORDS = {
 }
 
 
-def _check_distinct(columns: _FileColumns, names: ColumnNames, path: Path) -> None:
+def _check_distinct(columns: _FileColumns, names: ColumnNames, path: DumpPath) -> None:
     """Each role reads its own column: a log-prob column compared with itself would show no
     mismatch at all, a mask equal to a log-prob column would mask by the log-probs."""
     seen: dict[str, str] = {}
@@ -263,19 +278,33 @@ def _source(path: Path) -> str | pa.NativeFile:
     return str(path)
 
 
-def open_file(path: Path, names: ColumnNames) -> DumpFile:
+def _open_parquet(path: DumpPath) -> pq.ParquetFile:
+    """The parquet file opened (its footer read), local or remote."""
+    if isinstance(path, RemotePath):
+        if path.size() == 0:
+            raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
+        return pq.ParquetFile(path.open(), buffer_size=1 << 20, pre_buffer=False)
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: cannot read the file (permission denied)")
+    return pq.ParquetFile(_source(path), buffer_size=1 << 20, pre_buffer=False)
+
+
+def open_file(path: DumpPath, names: ColumnNames) -> DumpFile:
     """Read a file's footer and resolve its columns; raises InputError on anything unusable."""
     try:
-        if path.stat().st_size == 0:
-            raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: cannot read the file (permission denied)")
-        handle = pq.ParquetFile(_source(path), buffer_size=1 << 20, pre_buffer=False)
+        handle = _open_parquet(path)
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{path}: not a readable parquet file ({reason})") from exc
+    except Exception as exc:  # a remote store's own errors (credentials, network)
+        if not isinstance(path, RemotePath):
+            raise
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: cannot read the file ({reason})") from exc
     schema = handle.schema_arrow
     step_name = names.step or DEFAULT_NAMES["step"][0]
     hive = _hive_step(path, step_name)
@@ -367,6 +396,8 @@ class DumpReader:
         stream_offset: the number of rows before these files in the whole dump's reading order
             (a worker reading a part of the dump), so that each row's ``stream_rows`` is its
             position in the whole dump.
+        storage_options: keyword arguments of the file system of remote paths
+            (:mod:`rcdiag.io.remote`).
     """
 
     def __init__(
@@ -379,9 +410,10 @@ class DumpReader:
         batch_tokens: int = 1 << 18,
         row_details: bool = False,
         stream_offset: int = 0,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.names = columns or ColumnNames()
-        self.files = [open_file(p, self.names) for p in discover(paths)]
+        self.files = [open_file(p, self.names) for p in discover(paths, storage_options)]
         self.stream_offset = stream_offset
         self.drop_nonfinite = drop_nonfinite
         self.selection = selection or StepSelection()
@@ -420,6 +452,13 @@ class DumpReader:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputError(
                     f"{dump_file.path}: corrupt parquet data after row {first_row} ({reason})"
+                ) from exc
+            except Exception as exc:  # a remote store's own errors (network, credentials)
+                if not isinstance(dump_file.path, RemotePath):
+                    raise
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise InputError(
+                    f"{dump_file.path}: cannot read after row {first_row} ({reason})"
                 ) from exc
             batch = self._convert(record_batch, dump_file, first_row, stream_offset)
             first_row += record_batch.num_rows
@@ -558,7 +597,11 @@ class DumpReader:
 
 
 def _integer_column(
-    record_batch: pa.RecordBatch, name: str, path: Path, first_row: int, minimum: int | None = None
+    record_batch: pa.RecordBatch,
+    name: str,
+    path: DumpPath,
+    first_row: int,
+    minimum: int | None = None,
 ) -> np.ndarray:
     """A per-row integer column as int64, checked: integer type, no null, within int64 (and at
     least ``minimum``)."""

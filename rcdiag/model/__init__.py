@@ -10,7 +10,12 @@ Documents:
 * :class:`AnalysisResult` — ``rcdiag analyze --json``;
 * :class:`ComparisonResult` — ``rcdiag compare-presets --json``;
 * :class:`ReportDocument` — ``rcdiag report --json`` (and what ``report --from`` reads);
-* :class:`Baseline` — ``rcdiag baseline``.
+* :class:`Baseline` — ``rcdiag baseline``;
+* :class:`CheckResult` — ``rcdiag check --json``, with the analysis the rules read.
+
+The results a notebook reads also have tables (polars DataFrames, imported when first asked for):
+``steps`` (one row per step; per step and configuration for a comparison) and ``to_pandas()``
+(docs/python-api.md).
 
 Their parts: :class:`SourceInfo`, :class:`RunOptions`, :class:`StepResult`, :class:`MetricStatus`,
 :class:`Diagnosis` and :class:`Cause`, :class:`ConfigurationResult` with :class:`PresetStep` and
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from rcdiag.model.analysis import AnalysisResult, RunOptions, SourceInfo, StepResult
 from rcdiag.model.baseline import BASELINE_KIND, Baseline
+from rcdiag.model.check import CheckResult
 from rcdiag.model.comparison import (
     ComparisonResult,
     ConfigurationResult,
@@ -45,6 +51,7 @@ __all__ = [
     "Baseline",
     "Bucket",
     "Cause",
+    "CheckResult",
     "ComparisonResult",
     "ConfigurationResult",
     "Diagnosis",

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, Number, safe_number, safe_numbers
+from rcdiag.model.frames import cached, step_frame, to_pandas
+
+if TYPE_CHECKING:
+    import pandas
+    import polars as pl
 
 Metrics = Mapping[str, Number]
 """Metric name → value (None: not defined, e.g. a step without valid tokens, or not finite)."""
@@ -208,7 +213,8 @@ class AnalysisResult(JsonRecord):
         source: what was read.
         options: the options the numbers were computed with.
         overall: every metric of the whole dump taken as one batch, by name.
-        steps: the metrics of each step, by step.
+        step_results: the metrics of each step, by step (the ``steps`` of the JSON document;
+            :attr:`steps` has them as a table).
         checks: the registry status of each judged metric present in ``overall``.
         diagnosis: the verdict and the diagnosed causes.
         rcdiag_version: the version of rcdiag that computed the numbers.
@@ -218,10 +224,21 @@ class AnalysisResult(JsonRecord):
     source: SourceInfo
     options: RunOptions
     overall: Metrics
-    steps: tuple[StepResult, ...]
+    step_results: tuple[StepResult, ...]
     checks: tuple[MetricStatus, ...]
     diagnosis: Diagnosis
     rcdiag_version: str = __version__
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        """The metrics of each step as a polars DataFrame, one row per step: ``step``, ``rows``,
+        ``valid_tokens``, then one Float64 column per metric (null where not defined), the values
+        of ``to_json()["steps"]`` (docs/python-api.md)."""
+        return cached(self, "steps", lambda: step_frame(self.step_results))
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
+        return to_pandas(self.steps)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,7 +246,7 @@ class AnalysisResult(JsonRecord):
             "source": self.source.to_json(),
             "options": self.options.to_json(),
             "overall": safe_numbers(self.overall),
-            "steps": [s.to_json() for s in self.steps],
+            "steps": [s.to_json() for s in self.step_results],
             "checks": [c.to_json() for c in self.checks],
             "diagnosis": self.diagnosis.to_json(),
         }
@@ -243,7 +260,7 @@ class AnalysisResult(JsonRecord):
             source=SourceInfo.read(field["source"]),
             options=RunOptions.read(field["options"]),
             overall=field["overall"].numbers(),
-            steps=read_steps(field["steps"]),
+            step_results=read_steps(field["steps"]),
             checks=read_checks(field["checks"]),
             diagnosis=Diagnosis.read(field["diagnosis"]),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -18,7 +18,13 @@ from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.metrics.ragged import F64
 from rcdiag.model.analysis import Metrics, RunOptions, SourceInfo, StepResult, read_steps
+from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, Origin, json_safe, safe_numbers, shown
+from rcdiag.model.frames import cached, step_frame, to_pandas
+
+if TYPE_CHECKING:
+    import pandas
+    import polars as pl
 
 BASELINE_KIND = "rcdiag-baseline"
 """The ``kind`` field of a baseline document (an analyze JSON is not a baseline)."""
@@ -39,7 +45,8 @@ class Baseline(JsonRecord):
         source: what the reference run read.
         options: the options of the reference run (a check must use the same veto threshold).
         overall: every metric of the reference run, the whole dump as one batch.
-        steps: the metrics of each of its steps.
+        step_results: the metrics of each of its steps (the ``steps`` of the JSON document;
+            :attr:`steps` has them as a table).
         seed: the seed of the bootstrap weights.
         replicates: K, the bootstrap replicates of each metric.
         bootstrap: metric → its K replicates (NaN where a replicate is not finite; written as
@@ -47,19 +54,32 @@ class Baseline(JsonRecord):
         created: when the baseline was made (ISO 8601 UTC, as written).
         method: how the replicates were drawn.
         rcdiag_version: the version of rcdiag that made it.
+        diagnosis: the diagnosis of the reference run when the baseline was just made (not part
+            of the file: None for a baseline read back).
     """
 
     dialect: Dialect
     source: SourceInfo
     options: RunOptions
     overall: Metrics
-    steps: tuple[StepResult, ...]
+    step_results: tuple[StepResult, ...]
     seed: int
     replicates: int
     bootstrap: Mapping[str, F64]
     created: str
     method: str = BOOTSTRAP_METHOD
     rcdiag_version: str = __version__
+    diagnosis: Diagnosis | None = None
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        """The reference run's metrics of each step as a polars DataFrame (as
+        :attr:`rcdiag.model.AnalysisResult.steps`)."""
+        return cached(self, "steps", lambda: step_frame(self.step_results))
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
+        return to_pandas(self.steps)
 
     @property
     def veto_threshold(self) -> float | None:
@@ -89,7 +109,7 @@ class Baseline(JsonRecord):
                 },
             },
             "overall": safe_numbers(self.overall),
-            "steps": [s.to_json() for s in self.steps],
+            "steps": [s.to_json() for s in self.step_results],
         }
 
     @classmethod
@@ -139,7 +159,7 @@ class Baseline(JsonRecord):
             source=SourceInfo.read(field["source"]),
             options=RunOptions.read(field["options"]),
             overall=field["overall"].numbers(),
-            steps=read_steps(field["steps"]),
+            step_results=read_steps(field["steps"]),
             method=boot["method"].string(),
             seed=boot["seed"].count(),
             replicates=count,

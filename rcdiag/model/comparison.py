@@ -8,13 +8,15 @@ grid point (:class:`SweepPoint`). :class:`ComparisonResult` is the ``--json`` do
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcdiag import __version__
 from rcdiag.dialects import Dialect
 from rcdiag.model.analysis import Metrics, SourceInfo, header, read_header
+from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import (
     Field,
     JsonRecord,
@@ -24,6 +26,11 @@ from rcdiag.model.fields import (
     safe_number,
     safe_numbers,
 )
+from rcdiag.model.frames import cached, overall_frame, preset_step_frame, to_pandas
+
+if TYPE_CHECKING:
+    import pandas
+    import polars as pl
 
 Figures = Mapping[str, Number]
 """rcdiag's comparison figures by name (``kept_token_share``, ``ess``, …; None: not defined)."""
@@ -247,6 +254,11 @@ class ComparisonResult(JsonRecord):
         presets: every compared configuration, in the order asked for.
         sweep: the ``--sweep``, when one was asked for.
         rcdiag_version: the version of rcdiag that computed the numbers.
+        diagnosis: the diagnosis of the dump (as ``rcdiag analyze`` gives it), computed in the
+            same pass; not part of the JSON document (None for a document read back).
+        recommendation: what ``rcdiag recommend`` advises for the dump
+            (:func:`rcdiag.assess.recommend.recommend`; its ``choices[0]`` is the recommended
+            configuration), computed in the same pass; not part of the JSON document either.
     """
 
     dialect: Dialect
@@ -254,6 +266,36 @@ class ComparisonResult(JsonRecord):
     presets: tuple[ConfigurationResult, ...]
     sweep: SweepResult | None = None
     rcdiag_version: str = __version__
+    diagnosis: Diagnosis | None = dataclasses.field(default=None, compare=False)
+    recommendation: Mapping[str, Any] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def overall(self) -> dict[str, dict[str, Number]]:
+        """Configuration name → its figures over the whole dump (``kept_token_share``, ``ess``,
+        …) followed by every metric verl logs for it, the whole dump as one batch."""
+        return {p.name: {**p.summary, **p.overall} for p in self.presets}
+
+    @property
+    def configurations(self) -> pl.DataFrame:
+        """:attr:`overall` as a polars DataFrame: one row per configuration, in the order
+        compared; ``configuration``, then the figures, then the metrics (Float64, null where a
+        configuration does not log a metric)."""
+        return cached(self, "configurations", lambda: overall_frame(self.presets))
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        """Every configuration at every step as a polars DataFrame in long format: one row per
+        step and configuration (by step, then in the order compared); ``step``,
+        ``configuration``, rcdiag's figures, then every metric verl logs for a configuration
+        (null where it does not log it). ``steps.pivot("configuration", index="step",
+        values="ess")`` gives one column per configuration (docs/python-api.md)."""
+        return cached(self, "steps", lambda: preset_step_frame(self.presets))
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
+        return to_pandas(self.steps)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

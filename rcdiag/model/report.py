@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcdiag import __version__
 from rcdiag.dialects import Dialect
@@ -28,7 +28,12 @@ from rcdiag.model.analysis import (
 from rcdiag.model.comparison import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
+from rcdiag.model.frames import cached, preset_step_frame, step_frame, to_pandas
 from rcdiag.model.profile import Profile
+
+if TYPE_CHECKING:
+    import pandas
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,8 @@ class ReportDocument(JsonRecord):
         source: what was read.
         options: the analysis options, with ``top_k`` (None: not in the document).
         overall: every metric of the whole dump (None: not in the document, as below).
-        steps: the metrics of each step.
+        step_results: the metrics of each step (the ``steps`` of the JSON document; :attr:`steps`
+            has them as a table).
         checks: the registry status of each judged metric.
         diagnosis: the verdict and the diagnosed causes.
         presets: every preset of the dialect (aliases left out), figures only per step.
@@ -58,7 +64,7 @@ class ReportDocument(JsonRecord):
     source: SourceInfo
     options: RunOptions | None = None
     overall: Metrics | None = None
-    steps: tuple[StepResult, ...] | None = None
+    step_results: tuple[StepResult, ...] | None = None
     checks: tuple[MetricStatus, ...] | None = None
     diagnosis: Diagnosis | None = None
     presets: tuple[ConfigurationResult, ...] | None = None
@@ -78,12 +84,42 @@ class ReportDocument(JsonRecord):
             source=analysis.source,
             options=analysis.options,
             overall=analysis.overall,
-            steps=analysis.steps,
+            step_results=analysis.step_results,
             checks=analysis.checks,
             diagnosis=analysis.diagnosis,
             rcdiag_version=analysis.rcdiag_version,
             **parts,
         )
+
+    @property
+    def steps(self) -> pl.DataFrame | None:
+        """The metrics of each step as a polars DataFrame (as :attr:`AnalysisResult.steps`); None
+        when the document has no per-step metrics (a compare-presets document read back)."""
+        if self.step_results is None:
+            return None
+        steps = self.step_results
+        return cached(self, "steps", lambda: step_frame(steps))
+
+    @property
+    def preset_steps(self) -> pl.DataFrame | None:
+        """The figures of each preset at each step, one row per step and preset (as
+        :attr:`ComparisonResult.steps`; the report keeps no per-step verl metric); None when the
+        document has no presets."""
+        if self.presets is None:
+            return None
+        presets = self.presets
+        return cached(self, "preset_steps", lambda: preset_step_frame(presets))
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``).
+
+        Raises:
+            ValueError: the document has no per-step metrics.
+        """
+        steps = self.steps
+        if steps is None:
+            raise ValueError("the document has no per-step metrics")
+        return to_pandas(steps)
 
     @property
     def analysis(self) -> AnalysisResult | None:
@@ -92,7 +128,7 @@ class ReportDocument(JsonRecord):
         if (
             self.options is None
             or self.overall is None
-            or self.steps is None
+            or self.step_results is None
             or self.checks is None
             or self.diagnosis is None
         ):
@@ -102,7 +138,7 @@ class ReportDocument(JsonRecord):
             source=self.source,
             options=replace(self.options, top_k=None),
             overall=self.overall,
-            steps=self.steps,
+            step_results=self.step_results,
             checks=self.checks,
             diagnosis=self.diagnosis,
             rcdiag_version=self.rcdiag_version,
@@ -117,8 +153,8 @@ class ReportDocument(JsonRecord):
             out["options"] = self.options.to_json()
         if self.overall is not None:
             out["overall"] = safe_numbers(self.overall)
-        if self.steps is not None:
-            out["steps"] = [s.to_json() for s in self.steps]
+        if self.step_results is not None:
+            out["steps"] = [s.to_json() for s in self.step_results]
         if self.checks is not None:
             out["checks"] = [c.to_json() for c in self.checks]
         if self.diagnosis is not None:
@@ -157,7 +193,7 @@ class ReportDocument(JsonRecord):
             source=SourceInfo.read(field["source"]),
             options=None if options is None else RunOptions.read(options),
             overall=None if overall is None else overall.numbers(),
-            steps=None if steps is None else read_steps(steps),
+            step_results=None if steps is None else read_steps(steps),
             checks=None if checks is None else read_checks(checks),
             diagnosis=None if diagnosis is None else Diagnosis.read(diagnosis),
             presets=None if presets is None else read_presets(presets),

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
@@ -127,10 +128,21 @@ def load_document(path: Path) -> ReportDocument:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise UsageError(f"{path}: not rcdiag results (JSON nested too deeply)") from None
+    return document_of(parsed, str(path))
+
+
+def document_of(parsed: Any, source: str) -> ReportDocument:
+    """A parsed results document (of ``rcdiag report``, ``analyze`` or ``compare-presets``) as a
+    report document read from ``source``, without its verdict and recommendation (as
+    :func:`load_document`).
+
+    Raises:
+        InputError: not an rcdiag results document of this schema version, or a malformed field.
+    """
     if isinstance(parsed, dict):
         # the verdict and the advice are pure functions of the rest: recomputed, never trusted
         parsed = {k: v for k, v in parsed.items() if k not in ("verdict", "recommendation")}
-    document = ReportDocument.from_json(parsed, source=str(path))
+    document = ReportDocument.from_json(parsed, source=source)
     sweep = document.sweep
     if sweep is not None and document.sweeps is None:
         title = f"{sweep.target} (rejection only)"
