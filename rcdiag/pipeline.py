@@ -17,6 +17,9 @@ from pathlib import Path
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.correction.engine import TokenView
+from rcdiag.frameworks.analysis import FrameworkMetrics
+from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
@@ -65,6 +68,7 @@ class Request:
         summary_only: configurations wanted for rcdiag's summary figures only (sweep points).
         profile_top_k: collect the mismatch profile, listing this many worst sequences.
         bootstrap: draw bootstrap replicates of every overall metric.
+        frameworks: other frameworks whose logged metrics are wanted (docs/frameworks.md).
     """
 
     options: AnalyzeOptions = field(default_factory=AnalyzeOptions)
@@ -72,6 +76,7 @@ class Request:
     summary_only: Sequence[NamedConfig] = ()
     profile_top_k: int | None = None
     bootstrap: BootstrapRequest | None = None
+    frameworks: Sequence[Framework] = ()
 
 
 @dataclass
@@ -84,6 +89,7 @@ class Pass:
     comparison: PresetComparison | None
     profile: MismatchProfile | None
     bootstrap: PoissonBootstrap | None
+    frameworks: FrameworkMetrics | None = None
 
     def replicates(self) -> dict[str, F64] | None:
         """K replicates of every overall metric, when the pass drew them."""
@@ -126,14 +132,21 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         b = request.bootstrap
         boot = PoissonBootstrap(b.replicates, b.seed, b.stream, options.effective_veto_threshold)
 
+    frameworks = None
+    if request.frameworks:
+        frameworks = FrameworkMetrics(request.frameworks, analysis.stats)
+
     def consume(batch: RaggedBatch) -> None:
         row_stats = analysis.update(batch)
         if boot is not None and row_stats is not None:
             boot.add(row_stats)
+        view = TokenView(batch) if comparison is not None or frameworks is not None else None
         if comparison is not None:
-            comparison.update(batch)
+            comparison.update(batch, view)
+        if frameworks is not None:
+            frameworks.update(batch, view)
         if profile is not None:
             profile.update(batch, row_stats)
 
     reader = stream(dump, consume, progress, row_details=profile is not None)
-    return Pass(dump, reader, analysis, comparison, profile, boot)
+    return Pass(dump, reader, analysis, comparison, profile, boot, frameworks)

@@ -3,6 +3,7 @@ or a results JSON given with ``--from``; their shared options."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from rcdiag.commands._common import DumpOptions, parse_dialect
 from rcdiag.commands._terminal import progress_bar, warn_about_input
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
+from rcdiag.frameworks.base import Framework
 from rcdiag.model import ReportDocument
 
 OptionalPaths = Annotated[
@@ -42,6 +44,7 @@ def load_or_compute(
     top: int,
     dump_options: DumpOptions,
     quiet: bool,
+    frameworks: Sequence[Framework] = (),
 ) -> ReportDocument:
     """The report document: read from ``--from``, or computed from the dump in one pass."""
     from rcdiag.report.run import (
@@ -70,7 +73,10 @@ def load_or_compute(
         )
     spec = dump_options.spec(paths)
     options = ReportOptions(
-        dialect=explicit or DEFAULT_DIALECT, veto_threshold=veto_threshold, top_k=top
+        dialect=explicit or DEFAULT_DIALECT,
+        veto_threshold=veto_threshold,
+        top_k=top,
+        frameworks=tuple(frameworks),
     )
     with progress_bar(quiet) as advance:
         document = build_report_document(spec, options, advance)

@@ -17,6 +17,7 @@ from rcdiag.commands._common import (
     DebugOption,
     DialectOption,
     DumpOptions,
+    FrameworksOption,
     JsonOption,
     PathsArgument,
     QuietOption,
@@ -24,6 +25,7 @@ from rcdiag.commands._common import (
     cli_errors,
     outputs,
     parse_dialect,
+    parse_frameworks_option,
     reads_dump,
     stdout,
     write_output,
@@ -50,7 +52,9 @@ from rcdiag.commands._terminal import (
 )
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.formatting import fmt
+from rcdiag.frameworks.base import Framework
 from rcdiag.model import AnalysisResult, StepResult
+from rcdiag.model.frameworks import FrameworkResult
 from rcdiag.results import DumpSpec, analyze_dump
 
 STEP_TABLE_ROWS = 40
@@ -83,6 +87,7 @@ def analyze(
             "preset comparison and profile it needs are computed in the same pass.",
         ),
     ] = None,
+    frameworks: FrameworksOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -93,11 +98,12 @@ def analyze(
         options = AnalyzeOptions(
             dialect=parse_dialect(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
         )
+        chosen = parse_frameworks_option(frameworks)
         spec = dump_options.spec(paths)
         if "--html" in written:
-            document = run_report_with_progress(spec, options, written["--html"], quiet)
+            document = run_report_with_progress(spec, options, written["--html"], quiet, chosen)
         else:
-            document = run_with_progress(spec, options, quiet)
+            document = run_with_progress(spec, options, quiet, chosen)
         if "--json" in written:
             write_output(written["--json"], document.to_json())
     if not quiet:
@@ -108,22 +114,35 @@ def analyze(
             wrote(written["--html"], ": open it in a browser")
 
 
-def run_with_progress(spec: DumpSpec, options: AnalyzeOptions, quiet: bool) -> AnalysisResult:
+def run_with_progress(
+    spec: DumpSpec,
+    options: AnalyzeOptions,
+    quiet: bool,
+    frameworks: Sequence[Framework] = (),
+) -> AnalysisResult:
     """Analyse with a progress bar; warn about empty steps and dropped tokens."""
     with progress_bar(quiet) as advance:
-        result = analyze_dump(spec, options, advance)
+        result = analyze_dump(spec, options, advance, frameworks)
     warn_about_input(result.source, quiet)
     return result
 
 
 def run_report_with_progress(
-    spec: DumpSpec, options: AnalyzeOptions, html: Path, quiet: bool
+    spec: DumpSpec,
+    options: AnalyzeOptions,
+    html: Path,
+    quiet: bool,
+    frameworks: Sequence[Framework] = (),
 ) -> AnalysisResult:
     """Analyse and write the HTML report from the same pass; returns the analyze result."""
     from rcdiag.report.render import write_html
     from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
 
-    report_options = ReportOptions(dialect=options.dialect, veto_threshold=options.veto_threshold)
+    report_options = ReportOptions(
+        dialect=options.dialect,
+        veto_threshold=options.veto_threshold,
+        frameworks=tuple(frameworks),
+    )
     with progress_bar(quiet) as advance:
         full = build_report_document(spec, report_options, advance)
     write_html(html, full.to_json())
@@ -169,6 +188,8 @@ def show(result: AnalysisResult) -> None:
     stdout.print(table)
     for part in step_table(result.steps):
         stdout.print(part)
+    if result.frameworks:
+        show_frameworks(result.frameworks)
     chi2 = [result.overall.get(name) for name in CHI2_METRICS]
     chi2 += [s.metrics.get(name) for s in result.steps for name in CHI2_METRICS]
     chi2_note(chi2)
@@ -205,3 +226,36 @@ def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
         Col("valid tok", "right"),
     ]
     return fitted_tables(stdout, title, [Col("step", "right")], columns, rows)
+
+
+def show_frameworks(results: Sequence[FrameworkResult]) -> None:
+    """Each framework's metrics over the whole dump under its own names, with the status of the
+    ones the framework gates in its CI."""
+    rows = []
+    for result in results:
+        judged = {c.metric: c for c in result.checks}
+        for name, value in result.overall.items():
+            check = judged.get(name)
+            rows.append(
+                [
+                    result.title,
+                    name.split("/", 1)[1],
+                    fmt(value),
+                    status_text(check.status) if check else "",
+                ]
+            )
+    for table in fitted_tables(
+        stdout,
+        "Other frameworks' metrics (overall; per step in --json)",
+        [Col("framework"), Col("metric")],
+        [Col("value", "right"), Col("CI gate")],
+        rows,
+    ):
+        stdout.print(table)
+    gates = [c for r in results for c in r.checks]
+    if gates:
+        lines = [f"{c.metric}: {c.band or 'within its gate'}" for c in gates if c.band]
+        if lines:
+            stdout.print(
+                Text("Breached: " + "; ".join(lines) + " (docs/frameworks.md).", style="dim")
+            )

@@ -12,11 +12,13 @@ from rcdiag.commands._common import (
     DebugOption,
     DialectOption,
     DumpOptions,
+    FrameworksOption,
     JsonOption,
     QuietOption,
     VetoOption,
     cli_errors,
     outputs,
+    parse_frameworks_option,
     reads_dump,
     stderr,
     stdout,
@@ -30,6 +32,7 @@ from rcdiag.commands._report_document import (
     TopOption,
     load_or_compute,
 )
+from rcdiag.errors import UsageError
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
@@ -65,6 +68,7 @@ def report(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
+    frameworks: FrameworksOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -80,8 +84,11 @@ def report(
         from rcdiag.report.run import malformed_results
 
         written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
+        chosen = parse_frameworks_option(frameworks)
+        if chosen and from_json is not None:
+            raise UsageError("--frameworks needs the dump: it cannot be computed from --from")
         document = load_or_compute(
-            paths, from_json, dialect, veto_threshold, top, dump_options, quiet
+            paths, from_json, dialect, veto_threshold, top, dump_options, quiet, chosen
         )
         data = document.to_json()
         with malformed_results(from_json):

@@ -16,6 +16,7 @@ from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, Number, safe_number, safe_numbers
+from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 
 Metrics = Mapping[str, Number]
 """Metric name → value (None: not defined, e.g. a step without valid tokens, or not finite)."""
@@ -212,6 +213,8 @@ class AnalysisResult(JsonRecord):
         checks: the registry status of each judged metric present in ``overall``.
         diagnosis: the verdict and the diagnosed causes.
         rcdiag_version: the version of rcdiag that computed the numbers.
+        frameworks: other frameworks' metrics under their own names (``--frameworks``; None
+            when not asked for, and then not in the document).
     """
 
     dialect: Dialect
@@ -222,9 +225,10 @@ class AnalysisResult(JsonRecord):
     checks: tuple[MetricStatus, ...]
     diagnosis: Diagnosis
     rcdiag_version: str = __version__
+    frameworks: tuple[FrameworkResult, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             **header(self.dialect, self.rcdiag_version),
             "source": self.source.to_json(),
             "options": self.options.to_json(),
@@ -233,6 +237,9 @@ class AnalysisResult(JsonRecord):
             "checks": [c.to_json() for c in self.checks],
             "diagnosis": self.diagnosis.to_json(),
         }
+        if self.frameworks is not None:
+            out["frameworks"] = [f.to_json() for f in self.frameworks]
+        return out
 
     @classmethod
     def read(cls, field: Field) -> AnalysisResult:
@@ -246,4 +253,5 @@ class AnalysisResult(JsonRecord):
             steps=read_steps(field["steps"]),
             checks=read_checks(field["checks"]),
             diagnosis=Diagnosis.read(field["diagnosis"]),
+            frameworks=None if (f := field.get("frameworks")) is None else read_frameworks(f),
         )
