@@ -165,6 +165,7 @@ def configuration_result(
     worst = worst_steps(step_summaries)
     return ConfigurationResult(
         name=named.name,
+        framework=None if named.framework == "verl" else named.framework,
         purpose=purpose,
         config=dict(named.config),
         overall=comparison.metrics(named.name),

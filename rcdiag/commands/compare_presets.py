@@ -21,6 +21,7 @@ from rcdiag.commands._common import (
     cli_errors,
     outputs,
     parse_dialect,
+    parse_frameworks_option,
     reads_dump,
     shown,
     stderr,
@@ -30,11 +31,12 @@ from rcdiag.commands._common import (
 )
 from rcdiag.commands._layout import Col, fitted_tables, header_line, paragraph
 from rcdiag.commands._terminal import plural, progress_bar, warn_about_input
-from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
+from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER, NamedConfig
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
+from rcdiag.frameworks import FRAMEWORKS
 from rcdiag.io.paths import printable
 from rcdiag.results import compare_and_recommend
 
@@ -116,6 +118,16 @@ def compare_presets(
             help=f"Sort the table by a figure, best first: {', '.join(SUMMARY_FIGURES)}.",
         ),
     ] = None,
+    framework: Annotated[
+        str | None,
+        typer.Option(
+            "--framework",
+            metavar="LIST",
+            help="Also dry-run these frameworks' own correction modes with their defaults, beside "
+            "verl's presets (comma list: trl, slime, openrlhf; `rcdiag presets --framework NAME` "
+            "lists them).",
+        ),
+    ] = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
     quiet: QuietOption = False,
@@ -130,18 +142,21 @@ def compare_presets(
         if grid is not None and sweep is None:
             raise UsageError("--grid needs --sweep")
         presets = chosen_presets(preset)
-        if presets == [] and not config and sweep is None:
+        modes = framework_configs(framework)
+        if presets == [] and not config and sweep is None and not modes:
             raise UsageError(
-                f"--preset {NO_PRESET} leaves nothing to compare: add --config or --sweep"
+                f"--preset {NO_PRESET} leaves nothing to compare: add --config, --sweep or "
+                "--framework"
             )
         chosen, configs = resolve_configs(presets, config or (), parse_dialect(dialect))
+        configs = [*configs, *modes]
         planned_sweep = None
         if sweep is not None:
             values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
             if values == []:
                 raise UsageError(f"--grid {grid!r}: no threshold (give comma-separated values)")
             planned_sweep = build_sweep(sweep, chosen, values)
-            if preset is None and config is None:
+            if preset is None and config is None and not modes:
                 configs = []  # a sweep alone: only its grid
         spec = dump_options.spec(paths)
         with progress_bar(quiet) as advance:
@@ -157,6 +172,24 @@ def compare_presets(
     show(document, sort, recommendation)
     if "--json" in written:
         wrote(written["--json"])
+
+
+def framework_configs(value: str | None) -> list[NamedConfig]:
+    """The correction modes of the ``--framework`` frameworks, with their defaults.
+
+    Raises:
+        UsageError: an unknown framework, or one whose modes rcdiag does not dry-run.
+    """
+    modes: list[NamedConfig] = []
+    for chosen in parse_frameworks_option(value, "--framework"):
+        if not chosen.presets:
+            with_modes = ", ".join(f.id for f in FRAMEWORKS.values() if f.presets)
+            raise UsageError(
+                f"--framework {chosen.id}: rcdiag dry-runs no correction mode of {chosen.title} "
+                f"(its metrics: analyze --frameworks {chosen.id}); modes exist for {with_modes}"
+            )
+        modes += [NamedConfig(p.name, p.config, p.plan) for p in chosen.presets]
+    return modes
 
 
 def chosen_presets(given: list[str] | None) -> list[str] | None:

@@ -72,7 +72,7 @@ def config(kind: str) -> dict[str, Any]:
     return {
         "enable_vllm_is_correction": True,
         "vllm_is_correction_type": kind,
-        "vllm_is_truncated_threshold": [LOW, HIGH],
+        "vllm_is_truncated_threshold": f"{LOW:g} {HIGH:g}",  # two values on the command line
     }
 
 

@@ -188,7 +188,13 @@ class Mis:
         return lo, hi
 
     def config(self) -> dict[str, Any]:
+        """The YAML keys (those without effect left out: RS keys without use_rs, the trust-region
+        threshold without a trust region)."""
         out = {"use_tis": True, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
+        if not self.use_rs:
+            out = {k: v for k, v in out.items() if not k.startswith("rs_")}
+        elif self.rs_trust_region is None:
+            del out["rs_tr_threshold"]
         return out
 
 
@@ -240,6 +246,8 @@ class SlimeMisLogged(Component):
         "final_mean": "sum",
         "final_min": "sum",
         "final_max": "sum",
+        "norm_token_sum": "sum",
+        "norm_row_mean": "sum",
     }
 
     def row_stats(self, view: TokenView) -> RowStats:
@@ -271,6 +279,8 @@ class SlimeMisLogged(Component):
         stats["final_mean"] = view.row_mean(after)
         stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
         stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
+        stats["norm_token_sum"] = view.row_sum(after)  # the batch-normalisation μ's sums
+        stats["norm_row_mean"] = view.row_mean(after)
         for name in ("mis_catastrophic_token_fraction", "mis_catastrophic_seq_fraction"):
             stats.setdefault(name, np.zeros(view.batch.rows))
         return stats
