@@ -9,7 +9,7 @@ getter they receive also reads the analysis's own per-row statistics
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,14 @@ class Translation:
     notes: tuple[str, ...]
     exact: bool
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in self.config.items()},
+            "snippet": self.snippet,
+            "notes": list(self.notes),
+            "exact": self.exact,
+        }
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -64,8 +72,6 @@ class Framework:
         metrics: the components of the mismatch metrics it logs (``analyze --frameworks``).
         aggregation: how a step's value maps onto the framework's batch, in words.
         presets: its correction modes with their defaults (``compare-presets --framework``).
-        translate: a verl configuration in its keys (``recommend --framework``), when rcdiag has
-            a translation table for it.
         aliases: other spellings accepted on the command line.
     """
 
@@ -75,7 +81,6 @@ class Framework:
     metrics: tuple[Component, ...]
     aggregation: str
     presets: tuple[Preset, ...] = ()
-    translate: Callable[[Mapping[str, Any]], Translation] | None = None
     aliases: tuple[str, ...] = field(default=())
 
     @property
