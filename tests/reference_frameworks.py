@@ -223,8 +223,8 @@ def slime_mis(
         else 1 / options["tis_upper_bound"]
     )
     upper = options["tis_upper_bound"]
-    rs_lo = options["rs_lower_bound"] if options["rs_lower_bound"] is not None else lower
-    rs_hi = options["rs_upper_bound"] if options["rs_upper_bound"] is not None else upper
+    rs_lo = options.get("rs_lower_bound") if options.get("rs_lower_bound") is not None else lower
+    rs_hi = options.get("rs_upper_bound") if options.get("rs_upper_bound") is not None else upper
 
     def level_ratio(ells: list[float], level: str) -> list[float]:
         if level == "token":
