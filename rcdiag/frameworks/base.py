@@ -83,11 +83,6 @@ class Framework:
     presets: tuple[Preset, ...] = ()
     aliases: tuple[str, ...] = field(default=())
 
-    @property
-    def metric_prefix(self) -> str:
-        """Metric names in rcdiag's documents: ``<id>/<the framework's own name>``."""
-        return f"{self.id}/"
-
 
 # ----------------------------------------------------------------------------------------------
 # Token arrays the frameworks' metrics share (memoised on the batch's view)
@@ -101,12 +96,6 @@ def abs_log_ratio(view: TokenView) -> F64:
 def rho(view: TokenView) -> F64:
     """ρ = exp(ℓ), unclamped, on valid tokens (0 elsewhere)."""
     return ratio_tokens(view, Ratio("token"))
-
-
-def row_means(view: TokenView, token_values: F64) -> F64:
-    """Each row's masked mean Σ_valid x / max(n_i, 1): 0 for an empty row (``token_values`` must be
-    0 where invalid)."""
-    return view.row_mean(token_values)
 
 
 def prefixed(framework_id: str, metrics: Mapping[str, float | None]) -> dict[str, float | None]:
