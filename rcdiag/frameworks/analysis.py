@@ -43,12 +43,15 @@ class FrameworkMetrics:
             if part.kinds:
                 stats.add(stats.slots_for(batch.steps), part.row_stats(view))
 
-    def _metrics(self, framework: Framework, step: int | None) -> Metrics:
-        base = self.base.total() if step is None else self.base.group(step)
+    def _metrics(
+        self,
+        framework: Framework,
+        base: dict[str, float],
+        own_of: dict[Component, dict[str, float]],
+    ) -> Metrics:
         out: Metrics = {}
         for part in framework.metrics:
-            stats = self._stats[part]
-            own = stats.total() if step is None else stats.group(step)
+            own = own_of[part]
 
             def get(name: str, own: dict[str, float] = own) -> float:
                 return own[name] if name in own else base[name]
@@ -62,15 +65,30 @@ class FrameworkMetrics:
     def results(self) -> tuple[FrameworkResult, ...]:
         """Every framework's metrics overall and per step, with the registry's statuses."""
         steps = self.base.keys()
+        base_steps = self.base.groups()  # one sweep per statistic, not one read per step
+        own_steps = {part: stats.groups() for part, stats in self._stats.items()}
+        base_total = self.base.total()
+        own_total = {part: stats.total() for part, stats in self._stats.items()}
         out = []
         for framework in self.frameworks:
-            overall = self._metrics(framework, None)
+            overall = self._metrics(framework, base_total, own_total)
+            per_step = tuple(
+                FrameworkStep(
+                    s,
+                    self._metrics(
+                        framework,
+                        base_steps[s],
+                        {p: own_steps[p].get(s, {}) for p in framework.metrics},
+                    ),
+                )
+                for s in steps
+            )
             out.append(
                 FrameworkResult(
                     framework=framework.id,
                     title=framework.title,
                     overall=overall,
-                    steps=tuple(FrameworkStep(s, self._metrics(framework, s)) for s in steps),
+                    steps=per_step,
                     checks=tuple(judge_frameworks(overall)),
                 )
             )
