@@ -7,6 +7,8 @@ shards, then runs, each in a fresh subprocess so peak memory is measured per run
 * ``analyze``   — ``rcdiag analyze DIR --json …`` on the whole dump;
 * ``analyze½``  — the same on half of the steps, to show memory does not grow with the dump;
 * ``compare``   — ``rcdiag compare-presets DIR`` with every preset of the latest dialect (one pass);
+* ``compare trl,slime`` — the same with TRL's and slime's correction modes beside them
+  (``--framework trl,slime``; target ≤ 2× ``compare``);
 * ``report``    — ``rcdiag report DIR -o …`` (analysis, presets, sweeps, profile: one pass);
 * ``baseline``  — ``rcdiag baseline DIR -o …`` (analysis and bootstrap, untimed target);
 * ``check``     — ``rcdiag check DIR --baseline …`` (default rules, bootstrap drift);
@@ -103,6 +105,14 @@ def main() -> None:
         "analyze": [*rcdiag, "analyze", str(dump), "--quiet", "--json", str(out_json)],
         "analyze_half": [*rcdiag, "analyze", *half, "--quiet"],
         "compare": [*rcdiag, "compare-presets", str(dump), "--quiet"],
+        "compare trl,slime": [
+            *rcdiag,
+            "compare-presets",
+            str(dump),
+            "--quiet",
+            "--framework",
+            "trl,slime",
+        ],
         "report": [*rcdiag, "report", str(dump), "--quiet", "-o", str(out / "report.html")],
         "baseline": [*rcdiag, "baseline", str(dump), "--quiet", "-o", str(baseline)],
         "check": [*rcdiag, "check", str(dump), "--quiet", "--baseline", str(baseline)],
@@ -154,6 +164,8 @@ def main() -> None:
         f"\npeak RSS whole / half dump (analyze): {results['analyze'][1]:.0f} / "
         f"{results['analyze_half'][1]:.0f} MB; largest of any command {peak:.0f} MB (target < 600)"
     )
+    frameworks = results["compare trl,slime"][0] / results["compare"][0]
+    print(f"compare with TRL's and slime's modes / verl's alone: {frameworks:.2f}× (target ≤ 2)")
     check_rc = subprocess.run(runs["check"], stdout=subprocess.DEVNULL).returncode
     print(f"check exit code on its own baseline: {check_rc} (0 expected)")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.arguments import (
@@ -50,6 +50,10 @@ from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import AnalysisResult, ComparisonResult, ReportDocument
+
+if TYPE_CHECKING:
+    from rcdiag.correction.compare import NamedConfig
+    from rcdiag.frameworks.base import Framework
 
 __all__ = [
     "PathLike",
@@ -81,6 +85,7 @@ def analyze(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> AnalysisResult:
     """Every off-policy metric verl logs, per step and overall, with verdicts (``rcdiag analyze``).
@@ -91,6 +96,8 @@ def analyze(
         dialect: ``latest`` (default) or ``legacy`` (verl PR #4070's metric set).
         veto_threshold: τ of the catastrophic-token metrics (default 1e-4; in the legacy dialect
             it also enables verl's veto metrics).
+        frameworks: also the mismatch metrics other frameworks log, under their own names
+            (``"trl,slime"``, a list, or ``"all"``; ``--frameworks``; docs/frameworks.md).
         {dump_arguments}
 
     Returns:
@@ -107,7 +114,7 @@ def analyze(
     options = AnalyzeOptions(
         dialect=dialect_of(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
     )
-    return analyze_dump(spec, options, progress)
+    return analyze_dump(spec, options, progress, frameworks_of(frameworks, "frameworks"))
 
 
 @documented
@@ -129,6 +136,7 @@ def compare_presets(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    framework: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> ComparisonResult:
     """What each rollout-correction configuration would do to a dump (``rcdiag compare-presets``).
@@ -145,6 +153,8 @@ def compare_presets(
         grid: the thresholds of the ``sweep`` (default: per target).
         dialect: ``latest`` or ``legacy``; default: the one the configurations' keys imply, else
             ``latest``.
+        framework: also dry-run these frameworks' own correction modes with their defaults
+            (``"trl,slime"``; ``--framework``; docs/frameworks.md).
         {dump_arguments}
 
     Returns:
@@ -164,16 +174,19 @@ def compare_presets(
     files = [] if isinstance(configs, Mapping) else [Path(os.fspath(c)) for c in configs]
     if grid is not None and sweep is None:
         raise UsageError("grid needs a sweep")
-    if presets is not None and not presets and not files and not inline and sweep is None:
-        raise UsageError("no preset, configuration or sweep: nothing to compare")
+    modes = framework_modes(framework)
+    nothing = presets is not None and not presets and not files and not inline
+    if nothing and sweep is None and not modes:
+        raise UsageError("no preset, configuration, sweep or framework: nothing to compare")
     chosen, named = resolve_configs(presets, files, dialect_of(dialect), inline)
+    named = [*named, *modes]
     planned = None
     if sweep is not None:
         values = None if grid is None else [str(v) for v in grid]
         if values == []:
             raise UsageError("grid: no threshold")
         planned = build_sweep(sweep, chosen, values)
-        if presets is None and not files and not inline:
+        if presets is None and not files and not inline and not modes:
             named = []  # a sweep alone: only its grid
     return compare_and_recommend(spec_of(paths, locals()), named, chosen, planned, progress)
 
@@ -196,6 +209,7 @@ def report(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> ReportDocument:
     """Everything the HTML report shows (``rcdiag report``, and ``rcdiag recommend``'s advice):
@@ -209,6 +223,7 @@ def report(
         dialect: ``latest`` (default) or ``legacy``.
         veto_threshold: τ of the catastrophic-token metrics (as :func:`analyze`).
         top: offending sequences listed per ranking (``--top``).
+        frameworks: also other frameworks' logged metrics (as :func:`analyze`).
         {dump_arguments}
 
     Returns:
@@ -224,9 +239,12 @@ def report(
     explicit = dialect_of(dialect)
     if top < 0:
         raise UsageError(f"top must be ≥ 0, got {top}")
+    chosen = frameworks_of(frameworks, "frameworks")
     if from_json is not None:
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
+        if chosen:
+            raise UsageError("--frameworks needs the dump: it cannot be computed from --from")
         source = Path(os.fspath(from_json))
         document = load_document(source)
         if explicit is not None and explicit != document.dialect:
@@ -240,7 +258,10 @@ def report(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
         )
     options = ReportOptions(
-        dialect=explicit or DEFAULT_DIALECT, veto_threshold=veto_threshold, top_k=top
+        dialect=explicit or DEFAULT_DIALECT,
+        veto_threshold=veto_threshold,
+        top_k=top,
+        frameworks=tuple(chosen),
     )
     return build_report_document(spec_of(paths, locals()), options, progress)
 
@@ -276,3 +297,31 @@ def write_report(
     inputs = [Path(p) for p in document.source.paths if not is_remote(p)]
     target = check_outputs({"path": os.fspath(path)}, {"a file of the dump": inputs})["path"]
     return write_html(target, complete(document).to_json(), plotlyjs)
+
+
+def frameworks_of(value: str | Sequence[str] | None, option: str) -> list[Framework]:
+    """The frameworks of a ``frameworks=`` / ``framework=`` argument (none when not given)."""
+    from rcdiag.frameworks import parse_frameworks
+
+    return [] if value is None else parse_frameworks(value, option)
+
+
+def framework_modes(value: str | Sequence[str] | None) -> list[NamedConfig]:
+    """The correction modes of the ``framework=`` frameworks, with their defaults.
+
+    Raises:
+        UsageError: an unknown framework, or one whose modes rcdiag does not dry-run.
+    """
+    from rcdiag.correction.compare import NamedConfig
+    from rcdiag.frameworks import FRAMEWORKS
+
+    modes: list[NamedConfig] = []
+    for chosen in frameworks_of(value, "--framework"):
+        if not chosen.presets:
+            with_modes = ", ".join(f.id for f in FRAMEWORKS.values() if f.presets)
+            raise UsageError(
+                f"--framework {chosen.id}: rcdiag dry-runs no correction mode of {chosen.title} "
+                f"(its metrics: analyze --frameworks {chosen.id}); modes exist for {with_modes}"
+            )
+        modes += [NamedConfig(p.name, p.config, p.plan) for p in chosen.presets]
+    return modes

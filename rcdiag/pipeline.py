@@ -18,7 +18,10 @@ from typing import Any
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.correction.engine import TokenView
 from rcdiag.errors import UsageError
+from rcdiag.frameworks.analysis import FrameworkMetrics
+from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
@@ -91,6 +94,7 @@ class Request:
         summary_only: configurations wanted for rcdiag's summary figures only (sweep points).
         profile_top_k: collect the mismatch profile, listing this many worst sequences.
         bootstrap: draw bootstrap replicates of every overall metric.
+        frameworks: other frameworks whose logged metrics are wanted (docs/frameworks.md).
     """
 
     options: AnalyzeOptions = field(default_factory=AnalyzeOptions)
@@ -98,6 +102,7 @@ class Request:
     summary_only: Sequence[NamedConfig] = ()
     profile_top_k: int | None = None
     bootstrap: BootstrapRequest | None = None
+    frameworks: Sequence[Framework] = ()
 
 
 @dataclass
@@ -109,6 +114,7 @@ class Consumers:
     comparison: PresetComparison | None
     profile: MismatchProfile | None
     bootstrap: PoissonBootstrap | None
+    frameworks: FrameworkMetrics | None = None
 
     @classmethod
     def for_request(cls, request: Request) -> Consumers:
@@ -126,21 +132,36 @@ class Consumers:
             b = request.bootstrap
             veto = options.effective_veto_threshold
             boot = PoissonBootstrap(b.replicates, b.seed, b.stream, veto)
-        return cls(analysis, comparison, profile, boot)
+        frameworks = None
+        if request.frameworks:
+            frameworks = FrameworkMetrics(request.frameworks, analysis.stats)
+        return cls(analysis, comparison, profile, boot, frameworks)
 
     def update(self, batch: RaggedBatch) -> None:
         """Fold one batch into every consumer; the per-row statistics are computed once."""
         row_stats = self.analysis.update(batch)
         if self.bootstrap is not None and row_stats is not None:
             self.bootstrap.add(row_stats, batch.stream_rows)
+        shared = self.comparison is not None or self.frameworks is not None
+        view = TokenView(batch) if shared else None  # what both compute from the batch, once
         if self.comparison is not None:
-            self.comparison.update(batch)
+            self.comparison.update(batch, view)
+        if self.frameworks is not None:
+            self.frameworks.update(batch, view)
         if self.profile is not None:
             self.profile.update(batch, row_stats)
 
     def finish(self, dump: DumpSpec, reader: DumpReader) -> Pass:
         """The finished pass over ``dump`` (read by ``reader``)."""
-        return Pass(dump, reader, self.analysis, self.comparison, self.profile, self.bootstrap)
+        return Pass(
+            dump,
+            reader,
+            self.analysis,
+            self.comparison,
+            self.profile,
+            self.bootstrap,
+            self.frameworks,
+        )
 
     def merge(self, other: Consumers) -> None:
         """Fold in the consumers of other rows of the same dump, with the same request."""
@@ -151,6 +172,8 @@ class Consumers:
             self.profile.merge(other.profile)
         if self.bootstrap is not None and other.bootstrap is not None:
             self.bootstrap.merge(other.bootstrap)
+        if self.frameworks is not None and other.frameworks is not None:
+            self.frameworks.merge(other.frameworks)
 
 
 @dataclass
@@ -163,6 +186,7 @@ class Pass:
     comparison: PresetComparison | None
     profile: MismatchProfile | None
     bootstrap: PoissonBootstrap | None
+    frameworks: FrameworkMetrics | None = None
 
     def replicates(self) -> dict[str, F64] | None:
         """K replicates of every overall metric, when the pass drew them."""

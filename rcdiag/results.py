@@ -19,6 +19,7 @@ from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
+from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.trend import detect_trend
@@ -83,14 +84,18 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> Sour
 
 
 def analyze_dump(
-    dump: DumpSpec, options: AnalyzeOptions, progress: Progress | None = None
+    dump: DumpSpec,
+    options: AnalyzeOptions,
+    progress: Progress | None = None,
+    frameworks: Sequence[Framework] = (),
 ) -> AnalysisResult:
-    """Read the dump once and return the ``rcdiag analyze`` result.
+    """Read the dump once and return the ``rcdiag analyze`` result (with the ``frameworks``'
+    logged metrics when some are given).
 
     Raises:
         InputError: unreadable input, or a dump (or step selection) without any valid token.
     """
-    return analysis_result(run(dump, Request(options), progress))
+    return analysis_result(run(dump, Request(options, frameworks=frameworks), progress))
 
 
 def analysis_result(done: Pass) -> AnalysisResult:
@@ -112,6 +117,7 @@ def analysis_result(done: Pass) -> AnalysisResult:
         step_results=tuple(steps),
         checks=tuple(statuses),
         diagnosis=diagnosis,
+        frameworks=None if done.frameworks is None else done.frameworks.results(),
     )
 
 
@@ -159,6 +165,7 @@ def configuration_result(
     worst = worst_steps(step_summaries)
     return ConfigurationResult(
         name=named.name,
+        framework=None if named.framework == "verl" else named.framework,
         purpose=purpose,
         config=dict(named.config),
         overall=comparison.metrics(named.name),

@@ -45,6 +45,12 @@ COMMANDS: dict[str, list[str]] = {
     "recommend dump bug": ["recommend", str(TOPP), "-o", "rc.yaml"],
     "baseline": ["baseline", str(DRIFT), "-o", "b.json"],
     "report": ["report", str(HEAVY), "-o", "r.html"],
+    "analyze frameworks": ["analyze", str(DRIFT), "--frameworks", "all"],
+    "compare-presets frameworks": ["compare-presets", str(DRIFT), "--framework", "trl,slime"],
+    "presets frameworks": ["presets", "--framework", "trl,slime,openrlhf,nemo_rl"],
+    "recommend trl": ["recommend", str(DRIFT), "--framework", "trl"],
+    "recommend slime": ["recommend", str(HEAVY), "--framework", "slime"],
+    "recommend openrlhf": ["recommend", str(DRIFT), "--framework", "openrlhf"],
 }
 WIDTHS = {"COLUMNS=80": ("80", 80), "piped": (None, PIPE_WIDTH)}
 

@@ -227,6 +227,48 @@ RECORDS: tuple[MetricRecord, ...] = (
 REGISTRY: dict[str, MetricRecord] = {r.name: r for r in RECORDS}
 """Records by metric name."""
 
+SLIME_GATE = (
+    "slime's CI asserts train/train_rollout_logprob_abs_diff ≤ 0.1 "
+    "(slime/backends/megatron_utils/model.py, --ci-test)"
+)
+NEMO_MULT_GATE = (
+    "NeMo-RL's functional GRPO test fails a step with token_mult_prob_error ≥ 1.05 "
+    "(tests/functional/grpo.sh)"
+)
+NEMO_KL_GATE = (
+    "NeMo-RL's nightly GRPO recipe tests gate the mean gen_kl_error below 1e-3 "
+    "(tests/test_suites/llm/)"
+)
+
+FRAMEWORK_RECORDS: tuple[MetricRecord, ...] = (
+    MetricRecord(
+        "slime/train_rollout_logprob_abs_diff",
+        "slime: per-sample mean |Δ log p|, averaged over samples",
+        "docs/frameworks.md#slime",
+        "higher",
+        (Band("act", 0.1, SLIME_GATE),),
+    ),
+    MetricRecord(
+        "nemo_rl/token_mult_prob_error",
+        "NeMo-RL: token mean of exp|Δ log p|",
+        "docs/frameworks.md#nemo-rl",
+        "higher",
+        (Band("act", 1.05, NEMO_MULT_GATE),),
+    ),
+    MetricRecord(
+        "nemo_rl/gen_kl_error",
+        "NeMo-RL: token mean K3 KL of generation against training",
+        "docs/frameworks.md#nemo-rl",
+        "higher",
+        (Band("act", 1e-3, NEMO_KL_GATE),),
+    ),
+)
+"""The CI gates other frameworks put on their own metrics (``analyze --frameworks``): judged in the
+document's ``frameworks`` section, not in the verdict (rcdiag's own records judge the same
+mismatch)."""
+
+FRAMEWORK_REGISTRY: dict[str, MetricRecord] = {r.name: r for r in FRAMEWORK_RECORDS}
+
 
 def worst(statuses: Iterable[Status | None]) -> Status:
     """The most severe status (``healthy`` for none).
@@ -247,12 +289,21 @@ def rank(status: Status) -> int:
     return _RANK[status]
 
 
-def judge(metrics: Mapping[str, float | None], skip: Iterable[str] = ()) -> list[MetricStatus]:
+def judge_frameworks(metrics: Mapping[str, float | None]) -> list[MetricStatus]:
+    """The status of every framework gate (:data:`FRAMEWORK_RECORDS`) present in ``metrics``."""
+    return judge(metrics, records=FRAMEWORK_RECORDS)
+
+
+def judge(
+    metrics: Mapping[str, float | None],
+    skip: Iterable[str] = (),
+    records: Iterable[MetricRecord] = RECORDS,
+) -> list[MetricStatus]:
     """The status of every registry metric present (not null, not in ``skip``) in ``metrics``
     (the ``checks`` of a result document: :class:`~rcdiag.model.diagnosis.MetricStatus`)."""
     skipped = set(skip)
     out = []
-    for record in RECORDS:
+    for record in records:
         value = metrics.get(record.name)
         status = record.status(value)
         if status is None or value is None or record.name in skipped:

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
+from rcdiag.frameworks.base import Framework
 from rcdiag.io.paths import check_outputs, printable
 from rcdiag.io.reader import discover
 from rcdiag.io.remote import is_remote, parse_storage_options
@@ -250,6 +251,16 @@ VetoOption = Annotated[
         "1e-4; in the legacy dialect it also enables verl's veto metrics).",
     ),
 ]
+FrameworksOption = Annotated[
+    str | None,
+    typer.Option(
+        "--frameworks",
+        metavar="LIST",
+        help="Also compute the mismatch metrics other frameworks log, under their own names: a "
+        "comma list of trl, slime, openrlhf, nemo_rl, prime_rl, areal, skyrl, open_instruct, or "
+        "all (docs/frameworks.md).",
+    ),
+]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
 StepOption = Annotated[
     list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
@@ -284,6 +295,13 @@ StorageOption = Annotated[
         "endpoint_url=http://127.0.0.1:9000 (repeatable; docs/python-api.md).",
     ),
 ]
+
+
+def parse_frameworks_option(value: str | None, option: str = "--frameworks") -> list[Framework]:
+    """The frameworks of ``--frameworks`` / ``--framework`` (none when not given)."""
+    from rcdiag.frameworks import parse_frameworks
+
+    return [] if value is None else parse_frameworks(value, option)
 
 
 def parse_dialect(value: str | None) -> Dialect | None:

@@ -60,6 +60,7 @@ def load_or_compute(
     top: int,
     dump_options: DumpOptions,
     quiet: bool,
+    frameworks: str | None = None,
 ) -> ReportDocument:
     """The report document (:func:`rcdiag.api.report`): read from ``--from``, or computed from
     the dump in one pass."""
@@ -70,7 +71,7 @@ def load_or_compute(
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
         with malformed_results(from_json):
-            return api.report(from_json=from_json, dialect=explicit)
+            return api.report(from_json=from_json, dialect=explicit, frameworks=frameworks)
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
@@ -81,6 +82,7 @@ def load_or_compute(
             dialect=explicit,
             veto_threshold=veto_threshold,
             top=top,
+            frameworks=frameworks,
             **dump_options.arguments(),
             progress=advance,
         )

@@ -18,6 +18,7 @@ from rcdiag.commands._common import (
     DebugOption,
     DialectOption,
     DumpOptions,
+    FrameworksOption,
     JsonOption,
     ParquetOption,
     PathsArgument,
@@ -55,6 +56,7 @@ from rcdiag.commands._terminal import (
 )
 from rcdiag.formatting import fmt
 from rcdiag.model import AnalysisResult, StepResult
+from rcdiag.model.frameworks import FrameworkResult
 
 STEP_TABLE_ROWS = 40
 """Up to this many steps are listed one per row; beyond it, consecutive steps are grouped."""
@@ -89,6 +91,7 @@ def analyze(
     plotlyjs: PlotlyOption = "embed",
     csv: CsvOption = None,
     parquet: ParquetOption = None,
+    frameworks: FrameworksOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -103,6 +106,7 @@ def analyze(
             "dialect": parse_dialect(dialect),
             "veto_threshold": veto_threshold,
             **dump_options.arguments(),
+            "frameworks": frameworks,
         }
         if "--html" in written:
             document = run_report_with_progress(
@@ -182,6 +186,8 @@ def show(result: AnalysisResult) -> None:
     stdout.print(table)
     for part in step_table(result.step_results):
         stdout.print(part)
+    if result.frameworks:
+        show_frameworks(result.frameworks)
     chi2 = [result.overall.get(name) for name in CHI2_METRICS]
     chi2 += [s.metrics.get(name) for s in result.step_results for name in CHI2_METRICS]
     chi2_note(chi2)
@@ -218,3 +224,36 @@ def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
         Col("valid tok", "right"),
     ]
     return fitted_tables(stdout, title, [Col("step", "right")], columns, rows)
+
+
+def show_frameworks(results: Sequence[FrameworkResult]) -> None:
+    """Each framework's metrics over the whole dump under its own names, with the status of the
+    ones the framework gates in its CI."""
+    rows = []
+    for result in results:
+        judged = {c.metric: c for c in result.checks}
+        for name, value in result.overall.items():
+            check = judged.get(name)
+            rows.append(
+                [
+                    result.title,
+                    name.split("/", 1)[1],
+                    fmt(value),
+                    status_text(check.status) if check else "",
+                ]
+            )
+    for table in fitted_tables(
+        stdout,
+        "Other frameworks' metrics (overall; per step in --json)",
+        [Col("framework"), Col("metric")],
+        [Col("value", "right"), Col("CI gate")],
+        rows,
+    ):
+        stdout.print(table)
+    gates = [c for r in results for c in r.checks]
+    if gates:
+        lines = [f"{c.metric}: {c.band or 'within its gate'}" for c in gates if c.band]
+        if lines:
+            stdout.print(
+                Text("Breached: " + "; ".join(lines) + " (docs/frameworks.md).", style="dim")
+            )

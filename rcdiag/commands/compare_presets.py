@@ -116,6 +116,16 @@ def compare_presets(
             help=f"Sort the table by a figure, best first: {', '.join(SUMMARY_FIGURES)}.",
         ),
     ] = None,
+    framework: Annotated[
+        str | None,
+        typer.Option(
+            "--framework",
+            metavar="LIST",
+            help="Also dry-run these frameworks' own correction modes with their defaults, beside "
+            "verl's presets (comma list: trl, slime, openrlhf; `rcdiag presets --framework NAME` "
+            "lists them).",
+        ),
+    ] = None,
     json_path: JsonOption = None,
     csv: Annotated[
         str | None,
@@ -149,9 +159,10 @@ def compare_presets(
         if grid is not None and sweep is None:
             raise UsageError("--grid needs --sweep")
         presets = chosen_presets(preset)
-        if presets == [] and not config and sweep is None:
+        if presets == [] and not config and sweep is None and framework is None:
             raise UsageError(
-                f"--preset {NO_PRESET} leaves nothing to compare: add --config or --sweep"
+                f"--preset {NO_PRESET} leaves nothing to compare: add --config, --sweep or "
+                "--framework"
             )
         values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
         if values == []:
@@ -164,6 +175,7 @@ def compare_presets(
                 sweep=sweep,
                 grid=values,
                 dialect=parse_dialect(dialect),
+                framework=framework,
                 **dump_options.arguments(),
                 progress=advance,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from rcdiag.commands._common import (
     VetoOption,
     cli_errors,
     outputs,
+    parse_frameworks_option,
     reads_dump,
     shown,
     stderr,
@@ -34,6 +36,8 @@ from rcdiag.commands._report_document import (
     load_or_compute,
 )
 from rcdiag.commands._terminal import CHI2_METRICS, CHI2_NOTE
+from rcdiag.dialects import Dialect
+from rcdiag.errors import UsageError
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
@@ -154,6 +158,8 @@ def show(document: ReportDocument) -> None:
     overall = document.overall or {}
     if any((overall.get(name) or 0.0) < 0 for name in CHI2_METRICS):
         notes.append(CHI2_NOTE)
+    if rec.get("framework"):
+        show_translation(rec["framework"])
     for note in notes:
         stdout.print()
         stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))
@@ -179,6 +185,52 @@ def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:
     return True
 
 
+def translation_target(value: str | None) -> str | None:
+    """The framework of ``--framework`` when rcdiag has a translation table for it.
+
+    Raises:
+        UsageError: unknown, or no table (the message lists the frameworks with one).
+    """
+    if value is None:
+        return None
+    from rcdiag.frameworks.translate import TRANSLATORS
+
+    chosen = parse_frameworks_option(value, "--framework")
+    if len(chosen) != 1:
+        raise UsageError("--framework: name one framework")
+    if chosen[0].id not in TRANSLATORS:
+        raise UsageError(
+            f"--framework {chosen[0].id}: rcdiag has no table of {chosen[0].title}'s correction "
+            f"keys (its metrics: analyze --frameworks {chosen[0].id}); tables exist for "
+            f"{', '.join(TRANSLATORS)}"
+        )
+    return chosen[0].id
+
+
+def with_translation(document: ReportDocument, framework: str) -> ReportDocument:
+    """The document with the recommended configuration in ``framework``'s keys under the
+    recommendation's ``framework`` key (docs/frameworks.md, "Recommendations")."""
+    from rcdiag.frameworks import FRAMEWORKS
+    from rcdiag.frameworks.translate import translate
+
+    rec = dict(document.recommendation or {})
+    choices = rec.get("choices") or []
+    if not choices:
+        return document
+    dialect: Dialect = "legacy" if document.dialect == "legacy" else "latest"
+    done = translate(framework, choices[0]["config"], dialect)
+    rec["framework"] = {"id": framework, "title": FRAMEWORKS[framework].title, **done.to_json()}
+    return dataclasses.replace(document, recommendation=rec)
+
+
+def show_translation(entry: dict[str, Any]) -> None:
+    """The recommended configuration in another framework's keys, exact or closest, and why."""
+    how = "the same mechanism" if entry["exact"] else "the closest it has"
+    stdout.print(Text.assemble((f"\n{entry['title']} configuration", "bold"), f" ({how})"))
+    _code(entry["snippet"])
+    _bullets(entry["notes"])
+
+
 @reads_dump
 def recommend(
     paths: OptionalPaths = None,
@@ -188,6 +240,15 @@ def recommend(
     dialect: DialectOption = None,
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
+    framework: Annotated[
+        str | None,
+        typer.Option(
+            "--framework",
+            metavar="NAME",
+            help="Also give the recommended configuration in this framework's own keys: trl, "
+            "slime or openrlhf (the closest equivalent where it lacks a mechanism, and saying so).",
+        ),
+    ] = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -199,12 +260,15 @@ def recommend(
     """
     with cli_errors(debug):
         written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
+        target = translation_target(framework)
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
         from rcdiag.report.run import malformed_results
 
         with malformed_results(from_json):
+            if target is not None:
+                document = with_translation(document, target)
             wrote_config = "--output" in written and write_config(
                 document, written["--output"], quiet
             )

@@ -13,6 +13,7 @@ from rcdiag.commands._common import (
     DebugOption,
     DialectOption,
     DumpOptions,
+    FrameworksOption,
     JsonOption,
     QuietOption,
     VetoOption,
@@ -69,6 +70,7 @@ def report(
     veto_threshold: VetoOption = None,
     top: TopOption = DEFAULT_TOP_K,
     plotlyjs: PlotlyOption = "embed",
+    frameworks: FrameworksOption = None,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -88,7 +90,7 @@ def report(
             {"--from": from_json},
         )
         document = load_or_compute(
-            paths, from_json, dialect, veto_threshold, top, dump_options, quiet
+            paths, from_json, dialect, veto_threshold, top, dump_options, quiet, frameworks
         )
         with malformed_results(from_json):
             size = api.write_report(document, written["--output"], plotlyjs)

@@ -24,6 +24,7 @@ from rcdiag.correction.engine import (
     TokenView,
     plan_components,
 )
+from rcdiag.correction.external import ExternalOutcome, ExternalPlan
 from rcdiag.metrics.grouped import GroupedStats, GroupIndex
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
@@ -51,11 +52,17 @@ WORSE_WHEN_LOWER = {"kept_token_share", "kept_sequence_share", "ess"}
 
 @dataclass(frozen=True)
 class NamedConfig:
-    """A configuration to compare: its name, verl's keys as given, and the parsed plan."""
+    """A configuration to compare: its name, its keys as given (verl's, or another framework's for
+    an :class:`~rcdiag.correction.external.ExternalPlan`), and the parsed plan."""
 
     name: str
     config: Mapping[str, Any]
-    plan: CorrectionPlan
+    plan: CorrectionPlan | ExternalPlan
+
+    @property
+    def framework(self) -> str:
+        """``verl``, or the framework whose correction mode this is."""
+        return self.plan.framework if isinstance(self.plan, ExternalPlan) else "verl"
 
 
 WHOLE_DUMP = 0
@@ -110,8 +117,15 @@ class PresetComparison:
         self._finished: dict[int, dict[int | None, dict[str, float]]] = {}
         self._whole = GroupIndex()
         for c in configs:
-            self._track(c.name, (*plan_components(c.plan), Outcome(c.plan)), per_step=True)
+            if isinstance(c.plan, ExternalPlan):
+                self._track(c.name, c.plan.components(), per_step=True)
+            else:
+                parts = (*plan_components(c.plan), Outcome(c.plan))
+                self._track(c.name, parts, per_step=True)
         for c in summary_only:  # a summary reads the outcome (and a batch-norm factor) only
+            if isinstance(c.plan, ExternalPlan):
+                self._track(c.name, (c.plan.outcome(),), per_step=False)
+                continue
             plan = c.plan.importance
             normalises = plan is not None and plan.batch_normalize
             norm = (BatchNormalisation(plan, c.plan.dialect),) if plan and normalises else ()
@@ -124,12 +138,13 @@ class PresetComparison:
                 self._tracked[part] = _Tracked(part, index, per_step)
         self._parts[name] = parts
 
-    def update(self, batch: RaggedBatch) -> None:
-        """Fold one batch into every configuration's statistics."""
+    def update(self, batch: RaggedBatch, view: TokenView | None = None) -> None:
+        """Fold one batch into every configuration's statistics (``view``: the batch's shared
+        :class:`~rcdiag.correction.engine.TokenView`, when another consumer holds one)."""
         if batch.rows == 0:
             return
         self._finished.clear()
-        view = TokenView(batch)
+        view = view or TokenView(batch)
         if self._owns_base:  # else the analysis that shares its statistics adds the batch
             slots = self.base.slots_for(batch.steps)
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
@@ -195,8 +210,10 @@ class PresetComparison:
         All values are None for a step without valid tokens (verl raises on such a batch).
         """
         base = self._base(step)
-        offpolicy = offpolicy_metrics(base)
-        metrics: Metrics = {k: offpolicy[k] for k in VERL_OFFPOLICY_METRICS}
+        metrics: Metrics = {}
+        if not isinstance(self.configs[name].plan, ExternalPlan):  # verl logs its own first
+            offpolicy = offpolicy_metrics(base)
+            metrics = {k: offpolicy[k] for k in VERL_OFFPOLICY_METRICS}
         if base["valid_tokens"] == 0:
             names = self.metrics(name, None) if step is not None else {}
             return dict.fromkeys(names)
@@ -211,6 +228,8 @@ class PresetComparison:
         if valid == 0:
             return dict.fromkeys(SUMMARY_FIGURES)
         config = self.configs[name]
+        if isinstance(config.plan, ExternalPlan):
+            return self._external_summary(config.plan.outcome(), step, base)
         outcome = Outcome(config.plan)
         get = self._getter(outcome, step, base)
         kept = get("kept")
@@ -239,6 +258,34 @@ class PresetComparison:
                 norm = BatchNormalisation(config.plan.importance, config.plan.dialect)
             mu = importance.batch_norm_factor(self._getter(norm, step, base))
         figures["max_weight"] = get("kept_applied_max") / mu
+        return figures
+
+    def _external_summary(
+        self, outcome: ExternalOutcome, step: int | None, base: dict[str, float]
+    ) -> dict[str, float | None]:
+        """The figures of another framework's mode, as for verl's (weights there may be ∞)."""
+        get = self._getter(outcome, step, base)
+        valid, nonempty, kept = base["valid_tokens"], base["nonempty_rows"], get("kept")
+        figures: dict[str, float | None] = {
+            "kept_token_share": kept / valid,
+            "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
+            "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
+            "weight_mass_removed": None,
+            "ess": None,
+            "max_weight": None,
+        }
+        if kept == 0:
+            return figures
+        if outcome.plan.weights is None:
+            figures["ess"] = 1.0
+            return figures
+        raw, applied, squares = get("kept_raw"), get("kept_applied"), get("kept_applied_sq")
+        if math.isinf(raw) and math.isfinite(applied):
+            figures["weight_mass_removed"] = 1.0  # an overflowing ratio lost all its mass
+        else:
+            figures["weight_mass_removed"] = (raw - applied) / raw if raw > 0 else 0.0
+        figures["ess"] = applied * applied / (kept * squares) if squares > 0 else math.nan
+        figures["max_weight"] = get("kept_applied_max") / outcome.normalisation(get)
         return figures
 
 

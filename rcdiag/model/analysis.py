@@ -17,6 +17,7 @@ from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, Number, safe_number, safe_numbers
 from rcdiag.model.frames import cached, step_frame, to_pandas
+from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 
 if TYPE_CHECKING:
     import pandas
@@ -218,6 +219,8 @@ class AnalysisResult(JsonRecord):
         checks: the registry status of each judged metric present in ``overall``.
         diagnosis: the verdict and the diagnosed causes.
         rcdiag_version: the version of rcdiag that computed the numbers.
+        frameworks: other frameworks' metrics under their own names (``--frameworks``; None
+            when not asked for, and then not in the document).
     """
 
     dialect: Dialect
@@ -228,6 +231,7 @@ class AnalysisResult(JsonRecord):
     checks: tuple[MetricStatus, ...]
     diagnosis: Diagnosis
     rcdiag_version: str = __version__
+    frameworks: tuple[FrameworkResult, ...] | None = None
 
     @property
     def steps(self) -> pl.DataFrame:
@@ -241,7 +245,7 @@ class AnalysisResult(JsonRecord):
         return to_pandas(self.steps)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             **header(self.dialect, self.rcdiag_version),
             "source": self.source.to_json(),
             "options": self.options.to_json(),
@@ -250,6 +254,9 @@ class AnalysisResult(JsonRecord):
             "checks": [c.to_json() for c in self.checks],
             "diagnosis": self.diagnosis.to_json(),
         }
+        if self.frameworks is not None:
+            out["frameworks"] = [f.to_json() for f in self.frameworks]
+        return out
 
     @classmethod
     def read(cls, field: Field) -> AnalysisResult:
@@ -263,4 +270,5 @@ class AnalysisResult(JsonRecord):
             step_results=read_steps(field["steps"]),
             checks=read_checks(field["checks"]),
             diagnosis=Diagnosis.read(field["diagnosis"]),
+            frameworks=None if (f := field.get("frameworks")) is None else read_frameworks(f),
         )

@@ -124,6 +124,9 @@ class ConfigurationResult(JsonRecord):
         fully_rejected_steps: steps where it rejects every valid token.
         steps: the figures (and, in compare-presets documents, the metrics) of each step.
         purpose: what the preset is for (report documents only, else None).
+        framework: the framework whose correction mode this is (docs/frameworks.md); None for
+            verl's, and then not in the document. ``config`` then holds that framework's keys and
+            ``overall`` the metrics it logs.
     """
 
     name: str
@@ -134,9 +137,12 @@ class ConfigurationResult(JsonRecord):
     fully_rejected_steps: tuple[int, ...]
     steps: tuple[PresetStep, ...]
     purpose: str | None = None
+    framework: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
+        if self.framework is not None:
+            out["framework"] = self.framework
         if self.purpose is not None:
             out["purpose"] = self.purpose
         out |= {
@@ -157,8 +163,10 @@ class ConfigurationResult(JsonRecord):
     def read(cls, field: Field) -> ConfigurationResult:
         summary = field["summary"]
         purpose = field.get("purpose")
+        framework = field.get("framework")
         return cls(
             name=field["name"].string(),
+            framework=None if framework is None else framework.string(),
             purpose=None if purpose is None else purpose.string(),
             config=field["config"].scalars(),
             overall=field["overall"].numbers(),

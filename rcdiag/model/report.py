@@ -29,6 +29,7 @@ from rcdiag.model.comparison import ConfigurationResult, SweepResult, read_prese
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
 from rcdiag.model.frames import cached, preset_step_frame, step_frame, to_pandas
+from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.profile import Profile
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class ReportDocument(JsonRecord):
         verdict: the verdict object of :func:`rcdiag.assess.verdict.verdict` (a pure function of
             the rest; the report recomputes it for a document read back).
         recommendation: the object of :func:`rcdiag.assess.recommend.recommend` (likewise).
+        frameworks: other frameworks' metrics under their own names (``--frameworks``).
         rcdiag_version: the version of rcdiag that computed the numbers.
     """
 
@@ -74,6 +76,7 @@ class ReportDocument(JsonRecord):
     profile: Profile | None = None
     verdict: Mapping[str, Any] | None = None
     recommendation: Mapping[str, Any] | None = None
+    frameworks: tuple[FrameworkResult, ...] | None = None
     rcdiag_version: str = __version__
 
     @classmethod
@@ -87,6 +90,7 @@ class ReportDocument(JsonRecord):
             step_results=analysis.step_results,
             checks=analysis.checks,
             diagnosis=analysis.diagnosis,
+            frameworks=analysis.frameworks,
             rcdiag_version=analysis.rcdiag_version,
             **parts,
         )
@@ -142,6 +146,7 @@ class ReportDocument(JsonRecord):
             checks=self.checks,
             diagnosis=self.diagnosis,
             rcdiag_version=self.rcdiag_version,
+            frameworks=self.frameworks,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -159,6 +164,8 @@ class ReportDocument(JsonRecord):
             out["checks"] = [c.to_json() for c in self.checks]
         if self.diagnosis is not None:
             out["diagnosis"] = self.diagnosis.to_json()
+        if self.frameworks is not None:
+            out["frameworks"] = [f.to_json() for f in self.frameworks]
         if self.presets is not None:
             out["presets"] = [p.to_json() for p in self.presets]
         if self.preset_aliases is not None:
@@ -187,6 +194,7 @@ class ReportDocument(JsonRecord):
         checks, diagnosis, presets = part("checks"), part("diagnosis"), part("presets")
         aliases, sweeps, sweep = part("preset_aliases"), part("sweeps"), part("sweep")
         profile, verdict, recommendation = part("profile"), part("verdict"), part("recommendation")
+        frameworks = part("frameworks")
         return cls(
             dialect=head.dialect,
             rcdiag_version=head.rcdiag_version,
@@ -205,4 +213,5 @@ class ReportDocument(JsonRecord):
             profile=None if profile is None else Profile.read(profile),
             verdict=None if verdict is None else dict(verdict.mapping()),
             recommendation=None if recommendation is None else dict(recommendation.mapping()),
+            frameworks=None if frameworks is None else read_frameworks(frameworks),
         )

@@ -29,6 +29,7 @@ from rcdiag.assess.verdict import verdict
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.frameworks.base import Framework
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import AnalysisResult, Profile, ReportDocument
@@ -44,11 +45,13 @@ class ReportOptions:
         dialect: ``latest`` or ``legacy``: presets, sweeps and the recommended configuration.
         veto_threshold: τ for the catastrophic-token metrics (as ``rcdiag analyze``).
         top_k: offending sequences listed per ranking.
+        frameworks: other frameworks whose logged metrics the document also holds.
     """
 
     dialect: Dialect = DEFAULT_DIALECT
     veto_threshold: float | None = None
     top_k: int = DEFAULT_TOP_K
+    frameworks: tuple[Framework, ...] = ()
 
     @property
     def analyze(self) -> AnalyzeOptions:
@@ -71,6 +74,7 @@ def build_report_document(
         presets,
         summary_only=[c for s in sweeps for c in s.configs],
         profile_top_k=options.top_k,
+        frameworks=options.frameworks,
     )
     done = run(dump, request, progress)
     comparison, profile = done.comparison, done.profile

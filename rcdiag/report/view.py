@@ -336,4 +336,27 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         "offenders": _offenders(document),
         "veto_threshold": (document.get("options") or {}).get("effective_veto_threshold", 1e-4),
         "missing": missing_sections(document),
+        "frameworks": _framework_rows(document),
     }
+
+
+def _framework_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric of every framework in the document's ``frameworks`` section, with the
+    status of the ones the framework gates in its CI."""
+    rows = []
+    for entry in document.get("frameworks") or []:
+        checks = {c["metric"]: c for c in entry.get("checks") or []}
+        for name, value in (entry.get("overall") or {}).items():
+            check = checks.get(name) or {}
+            status = check.get("status")
+            rows.append(
+                {
+                    "title": entry.get("title", entry.get("framework")),
+                    "metric": name.split("/", 1)[-1],
+                    "value": short(value),
+                    "status": status,
+                    "css": CSS_STATUS.get(str(status), "info"),
+                    "band": check.get("band"),
+                }
+            )
+    return rows

@@ -1,0 +1,320 @@
+"""Other frameworks' correction modes, dry-run beside verl's (docs/frameworks.md, "Corrections").
+
+A framework mode is a :class:`ModePlan`: how the framework turns the log ratio ℓ into IS weights
+(:class:`Weights`), which tokens or rows it drops from the loss mask (:class:`Band`, :class:`Veto`,
+:class:`TrustRegion`) and whether it renormalises the weights over the batch. Everything is computed
+on the shared :class:`~rcdiag.correction.engine.TokenView` of a batch, memoised by the part it
+depends on: two modes with the same weights (or the same weights as a verl preset: a clamped token
+ratio is verl's ``raw_weights``) share one pass over the tokens.
+
+The summary figures (:data:`~rcdiag.correction.compare.SUMMARY_FIGURES`) come from
+:class:`ExternalOutcome`, with the same statistics as verl's
+:class:`~rcdiag.correction.engine.Outcome`; each framework adds a component for the metrics it logs
+(:meth:`ExternalPlan.components`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from rcdiag.correction.engine import (
+    Component,
+    Getter,
+    Metrics,
+    RowStats,
+    TokenView,
+    raw_weights,
+)
+from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.ragged import F64, Bool, segment_max
+
+Level = Literal["token", "sequence", "geometric"]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A framework's importance ratio: exp of ℓ per token, of S_i per row (``sequence``) or of
+    S_i / max(n_i, 1) per row (``geometric``), the log ratio clamped to ±``clamp`` first when set."""
+
+    level: Level
+    clamp: float | None = None
+
+    @property
+    def row_level(self) -> bool:
+        return self.level != "token"
+
+
+def row_log_ratio(view: TokenView, level: Level) -> F64:
+    """S_i (``sequence``) or the row's masked mean of ℓ (``geometric``; 0 for an empty row)."""
+    if level == "sequence":
+        return view.seq_sum
+    return view.memo(("row_mean_log_ratio",), lambda: view.row_mean(view.log_ratio))
+
+
+def ratio_rows(view: TokenView, ratio: Ratio) -> F64:
+    """The per-row ratio of a row-level :class:`Ratio` (1 for an empty row: exp of 0)."""
+
+    def compute() -> F64:
+        x = row_log_ratio(view, ratio.level)
+        if ratio.clamp is not None:
+            x = np.clip(x, -ratio.clamp, ratio.clamp)
+        with np.errstate(over="ignore"):
+            return np.exp(x)
+
+    return view.memo(("ext_ratio_rows", ratio), compute)
+
+
+def ratio_tokens(view: TokenView, ratio: Ratio) -> F64:
+    """The ratio on every valid token (a row ratio repeated over its row), 0 elsewhere."""
+    if ratio.clamp == 20.0 and ratio.level != "geometric":  # verl's clamp: share its arrays
+        return view.memo(("raw_weights", ratio.level), lambda: raw_weights(view, ratio.level))
+
+    def compute() -> F64:
+        if ratio.row_level:
+            return view.valid(view.broadcast(ratio_rows(view, ratio)))
+        x = view.log_ratio
+        if ratio.clamp is not None:
+            x = np.clip(x, -ratio.clamp, ratio.clamp)
+        with np.errstate(over="ignore"):
+            return view.valid(np.exp(x))
+
+    return view.memo(("ext_ratio", ratio), compute)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where a ratio must lie, lo ≤ R ≤ hi (both inclusive)."""
+
+    ratio: Ratio
+    lo: float = 0.0
+    hi: float = math.inf
+
+    def inside_rows(self, view: TokenView) -> Bool:
+        rows = ratio_rows(view, self.ratio)
+        return (rows >= self.lo) & (rows <= self.hi)
+
+    def inside(self, view: TokenView) -> Bool:
+        """Per position: the ratio is inside the band (always true at invalid positions)."""
+
+        def compute() -> Bool:
+            if self.ratio.row_level:
+                return view.broadcast(self.inside_rows(view)) | ~view.mask
+            r = ratio_tokens(view, self.ratio)
+            return ((r >= self.lo) & (r <= self.hi)) | ~view.mask
+
+        return view.memo(("ext_band", self), compute)
+
+
+Bound = Literal["none", "truncate", "clip"]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """IS weights: the ratio R, bounded (``truncate``: min(R, hi); ``clip``: clamp to [lo, hi]) and
+    set to 0 where one of the ``zero`` bands is left (IcePop, TRL's mask modes)."""
+
+    ratio: Ratio
+    bound: Bound = "none"
+    lo: float = 0.0
+    hi: float = math.inf
+    zero: tuple[Band, ...] = ()
+
+    def bounded(self, values: F64) -> F64:
+        if self.bound == "truncate":
+            return np.minimum(values, self.hi)
+        if self.bound == "clip":
+            return np.clip(values, self.lo, self.hi)
+        return values
+
+    def rows(self, view: TokenView) -> F64:
+        """The applied weight of each row (row-level ratios only; an empty row's ratio is 1)."""
+
+        def compute() -> F64:
+            out = self.bounded(ratio_rows(view, self.ratio))
+            for band in self.zero:
+                if band.ratio.row_level:
+                    out = np.where(band.inside_rows(view), out, 0.0)
+            return out
+
+        return view.memo(("ext_weight_rows", self), compute)
+
+    def applied(self, view: TokenView) -> F64:
+        """W on every valid token, 0 elsewhere."""
+
+        def compute() -> F64:
+            raw = ratio_tokens(view, self.ratio)
+            out = self.bounded(raw)
+            if self.bound == "clip" and self.lo > 0:
+                out = view.valid(out)  # the clip lifted invalid positions to lo
+            for band in self.zero:
+                out = np.where(band.inside(view), out, 0.0)
+            return out
+
+        return view.memo(("ext_weights", self), compute)
+
+
+@dataclass(frozen=True)
+class Veto:
+    """A row holding a valid token with ℓ < log τ is dropped (the raw ℓ, no clamp)."""
+
+    threshold: float
+
+    def keep_rows(self, view: TokenView) -> Bool:
+        return view.count(view.log_ratio < math.log(self.threshold)) == 0
+
+
+@dataclass(frozen=True)
+class TrustRegion:
+    """slime's sequence trust region: ``max`` drops a row whose largest ½ℓ² exceeds the threshold,
+    ``avg`` one whose mean of e^(−ℓ) − 1 + ℓ does (raw ℓ; an empty row gives 0)."""
+
+    kind: Literal["max", "avg"]
+    threshold: float
+
+    def statistic(self, view: TokenView) -> F64:
+        ell = view.log_ratio
+        if self.kind == "max":
+            half_sq = 0.5 * ell * ell
+            top = segment_max(view.valid(half_sq, -np.inf), view.offsets)
+            return np.where(view.nonempty, top, 0.0)
+        return view.row_mean(np.expm1(-ell) + ell)
+
+    def keep_rows(self, view: TokenView) -> Bool:
+        return self.statistic(view) <= self.threshold
+
+
+Rule = Band | Veto | TrustRegion
+
+
+def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
+    """Per position: every rule keeps it (True at invalid positions); None without rules."""
+    if not rules:
+        return None
+
+    def compute() -> Bool:
+        keep = np.ones(view.mask.size, dtype=bool)
+        for rule in rules:
+            if isinstance(rule, Band):
+                keep &= rule.inside(view)
+            else:
+                keep &= view.broadcast(rule.keep_rows(view)) | ~view.mask
+        return keep
+
+    return view.memo(("ext_keep", rules), compute)
+
+
+class ExternalPlan(ABC):
+    """What a framework's correction mode computes; frozen and hashable like a verl plan."""
+
+    framework: str
+
+    @abstractmethod
+    def outcome(self) -> ExternalOutcome:
+        """The component behind the summary figures."""
+
+    def components(self) -> tuple[Component, ...]:
+        """The components whose metrics the framework logs for this mode, then the outcome."""
+        return (self.outcome(),)
+
+
+@dataclass(frozen=True)
+class ModePlan(ExternalPlan):
+    """A correction mode: weights (None: no IS), rejection rules, batch normalisation."""
+
+    framework: str
+    weights: Weights | None
+    rules: tuple[Rule, ...] = ()
+    normalize: Literal["token", "sequence"] | None = None
+
+    def outcome(self) -> ExternalOutcome:
+        return ExternalOutcome(self)
+
+
+def _kept_float(view: TokenView, plan: ModePlan) -> F64 | None:
+    keep = keep_mask(view, plan.rules)
+    if keep is None:
+        return None
+    return view.memo(("ext_kept_float", plan.rules), lambda: (keep & view.mask).astype(np.float64))
+
+
+@dataclass(frozen=True)
+class ExternalOutcome(Component):
+    """The statistics of a mode's summary figures: rejection, kept weights, normalisation."""
+
+    plan: ModePlan
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "rejected": "sum",
+        "rejected_rows": "sum",
+        "fully_rejected_rows": "sum",
+        "kept": "sum",
+        "norm_token_sum": "sum",
+        "norm_row_mean": "sum",
+    }
+    run_kinds: ClassVar[dict[str, Kind]] = {
+        "kept_raw": "sum",
+        "kept_applied": "sum",
+        "kept_applied_sq": "sum",
+        "kept_applied_max": "max",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        kept_float = _kept_float(view, self.plan)
+        kept = view.n if kept_float is None else view.row_sum(kept_float)
+        rejected = view.n - kept
+        stats: RowStats = {
+            "rejected": rejected,
+            "rejected_rows": (rejected > 0).astype(np.float64),
+            "fully_rejected_rows": ((rejected == view.n) & view.nonempty).astype(np.float64),
+            "kept": kept,
+        }
+        weights = self.plan.weights
+        if self.plan.normalize is not None and weights is not None:
+            applied = weights.applied(view)
+            stats["norm_token_sum"] = view.row_sum(applied)
+            stats["norm_row_mean"] = view.row_mean(applied)
+        return stats
+
+    def run_stats(self, view: TokenView) -> dict[str, F64]:
+        weights = self.plan.weights
+        kept_float = _kept_float(view, self.plan)
+        if weights is None:
+            kept = view.run_sum(view.mask_weights if kept_float is None else kept_float)
+            return {
+                "kept_raw": kept,
+                "kept_applied": kept,
+                "kept_applied_sq": kept,
+                "kept_applied_max": np.where(kept > 0, 1.0, -np.inf),
+            }
+
+        def sums() -> dict[str, F64]:
+            raw = ratio_tokens(view, weights.ratio)
+            applied = weights.applied(view)
+            with np.errstate(over="ignore", invalid="ignore"):
+                return {
+                    "kept_raw": view.run_sum(raw, kept_float),
+                    "kept_applied": view.run_sum(applied, kept_float),
+                    "kept_applied_sq": view.run_sum(view.squares(applied), kept_float),
+                    "kept_applied_max": view.run_max(applied, kept_float),
+                }
+
+        return view.memo(("ext_kept_sums", weights, self.plan.rules), sums)
+
+    def normalisation(self, get: Getter) -> float:
+        """slime's batch normalisation μ (1.0 when off or μ ≤ 1e-8): the pooled mean of W over
+        the valid tokens, or the mean over all rows of each row's mean W."""
+        if self.plan.normalize is None or self.plan.weights is None:
+            return 1.0
+        if self.plan.normalize == "token":
+            mu = get("norm_token_sum") / get("valid_tokens")
+        else:
+            mu = get("norm_row_mean") / get("rows")
+        return mu if mu > 1e-8 else 1.0
+
+    def metrics(self, get: Getter) -> Metrics:
+        return {}

@@ -1,0 +1,113 @@
+"""slime's logged mismatch metrics (docs/frameworks.md, "slime"): ``train_rollout_logprob_abs_diff``
+and the MIS helper's perplexity metrics, always per-sample means averaged over the step's samples;
+and the metrics of its built-in TIS and IcePop."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.external import Ratio, Weights, ratio_tokens
+from rcdiag.frameworks.base import abs_log_ratio, prefixed, rho
+from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.ragged import F64
+
+ID = "slime"
+SAFETY_BOUND = 20.0
+"""mis.py clamps every log ratio to ±20 before exponentiating it."""
+
+PPL_METRICS = (
+    "mis_training_log_ppl",
+    "mis_training_ppl",
+    "mis_rollout_log_ppl",
+    "mis_rollout_ppl",
+    "mis_kl",
+    "mis_k3_kl",
+    "mis_log_ppl_diff",
+    "mis_log_ppl_abs_diff",
+    "mis_ppl_ratio",
+    "mis_chi2_token",
+    "mis_chi2_seq",
+)
+
+
+@dataclass(frozen=True)
+class SlimeLogged(Component):
+    """``train_rollout_logprob_abs_diff`` (always) and the MIS helper's perplexity metrics.
+
+    slime reduces every metric by a mean per sample over its valid tokens (0 for a sample without
+    one), summed over the samples and divided by the step's sample count B.
+    """
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "abs_row_mean": "sum",
+        "k3_row_mean": "sum",
+        "chi2_row": "sum",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        ell = view.log_ratio
+        w = ratio_tokens(view, Ratio("token", SAFETY_BOUND))
+        second = view.row_mean(view.squares(w))
+        return {
+            "abs_row_mean": view.row_mean(abs_log_ratio(view)),
+            "k3_row_mean": view.row_mean(np.expm1(ell) - ell),
+            "chi2_row": np.where(view.nonempty, second - 1.0, 0.0),
+        }
+
+    def metrics(self, get: Getter) -> Metrics:
+        rows = get("rows")
+        empty = rows - get("nonempty_rows")  # an empty sample adds 0, where verl's mean adds e^0
+        return prefixed(
+            ID,
+            {
+                "train_rollout_logprob_abs_diff": get("abs_row_mean") / rows,
+                "mis_training_log_ppl": get("training_log_ppl") / rows,
+                "mis_training_ppl": (get("training_ppl") - empty) / rows,
+                "mis_rollout_log_ppl": get("rollout_log_ppl") / rows,
+                "mis_rollout_ppl": (get("rollout_ppl") - empty) / rows,
+                "mis_kl": get("log_ppl_diff")
+                / rows,  # the sample mean of log π_rollout − log π_train
+                "mis_k3_kl": get("k3_row_mean") / rows,
+                "mis_log_ppl_diff": get("log_ppl_diff") / rows,
+                "mis_log_ppl_abs_diff": get("log_ppl_abs_diff") / rows,
+                "mis_ppl_ratio": (get("ppl_ratio") - empty) / rows,
+                "mis_chi2_token": get("chi2_row") / rows,
+                "mis_chi2_seq": get("chi2_seq") / rows,  # e^0 − 1 = 0 for an empty sample
+            },
+        )
+
+
+def _sample_means(view: TokenView, values: Mapping[str, F64]) -> RowStats:
+    """Each token array's per-sample mean (values must be 0 where invalid)."""
+    return {name: view.row_mean(v) for name, v in values.items()}
+
+
+def _flag(view: TokenView, flags: np.ndarray) -> F64:
+    return (flags & view.mask).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class SlimeTisLogged(Component):
+    """``tis``, ``tis_clipfrac``, ``tis_abs`` of the built-in TIS or of ``icepop_function``: per
+    sample the mean of ρ (unclamped), of [W ≠ ρ] and of |ρ − 1|, then the mean over samples."""
+
+    weights: Weights
+    names: ClassVar[tuple[str, ...]] = ("tis", "tis_clipfrac", "tis_abs")
+    kinds: ClassVar[dict[str, Kind]] = dict.fromkeys(names, "sum")
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        ratio, applied = rho(view), self.weights.applied(view)
+        deviation = view.valid(np.abs(ratio - 1.0))
+        return _sample_means(
+            view,
+            {"tis": ratio, "tis_clipfrac": _flag(view, applied != ratio), "tis_abs": deviation},
+        )
+
+    def metrics(self, get: Getter) -> Metrics:
+        rows = get("rows")
+        return prefixed(ID, {name: get(name) / rows for name in self.names})

@@ -1,0 +1,190 @@
+"""slime's mismatch helper (examples/train_infer_mismatch_helper/mis.py at commit cfab168, with the
+veto of the version before it): its options, what it computes as a plan, and the metrics it logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.external import (
+    Band,
+    Level,
+    ModePlan,
+    Ratio,
+    Rule,
+    TrustRegion,
+    Veto,
+    Weights,
+    ratio_tokens,
+)
+from rcdiag.frameworks.base import prefixed
+from rcdiag.frameworks.slime_metrics import ID, SAFETY_BOUND, SlimeLogged, _flag, _sample_means
+from rcdiag.metrics.grouped import Kind
+
+Mode = Literal["truncate", "clip", "mask"]
+
+
+@dataclass(frozen=True)
+class Mis:
+    """The MIS helper's options (mis.py; names as in its YAML)."""
+
+    tis_level: Level = "token"
+    tis_mode: Mode = "truncate"
+    tis_lower_bound: float | None = 0.5
+    tis_upper_bound: float = 2.0
+    use_rs: bool = True
+    rs_level: Level = "token"
+    rs_lower_bound: float | None = None
+    rs_upper_bound: float | None = None
+    rs_trust_region: Literal["max", "avg"] | None = None
+    rs_tr_threshold: float = 0.5
+    rs_veto_threshold: float | None = None
+    tis_batch_normalize: bool = True
+
+    @property
+    def lower(self) -> float:
+        return 1.0 / self.tis_upper_bound if self.tis_lower_bound is None else self.tis_lower_bound
+
+    @property
+    def rs_bounds(self) -> tuple[float, float]:
+        lo = self.lower if self.rs_lower_bound is None else self.rs_lower_bound
+        hi = self.tis_upper_bound if self.rs_upper_bound is None else self.rs_upper_bound
+        return lo, hi
+
+    def config(self) -> dict[str, Any]:
+        """The YAML keys (those without effect left out: RS keys without use_rs, the trust-region
+        threshold without a trust region)."""
+        out = {"use_tis": True, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
+        if not self.use_rs:
+            out = {k: v for k, v in out.items() if not k.startswith("rs_")}
+        elif self.rs_trust_region is None:
+            del out["rs_tr_threshold"]
+        return out
+
+
+def mis_plan(options: Mis) -> SlimeMisPlan:
+    """What compute_mis_weights does: weights at tis_level (log ratio clamped to ±20) bounded by
+    tis_mode (``mask`` keeps them and drops the tokens outside the bounds), then, with use_rs, the
+    tokens (or rows) whose rs_level ratio leaves the RS bounds are dropped, and the veto / trust
+    region drop whole rows; tis_batch_normalize divides by the batch mean of the weights."""
+    ratio = Ratio(options.tis_level, SAFETY_BOUND)
+    lo, hi = options.lower, options.tis_upper_bound
+    rules: list[Rule] = []
+    if options.tis_mode == "truncate":
+        weights = Weights(ratio, "truncate", hi=hi)
+    elif options.tis_mode == "clip":
+        weights = Weights(ratio, "clip", lo=lo, hi=hi)
+    else:
+        weights = Weights(ratio)
+        rules.append(Band(ratio, lo, hi))
+    if options.use_rs:
+        rs_lo, rs_hi = options.rs_bounds
+        rules.append(Band(Ratio(options.rs_level, SAFETY_BOUND), rs_lo, rs_hi))
+        if options.rs_trust_region is not None:
+            rules.append(TrustRegion(options.rs_trust_region, options.rs_tr_threshold))
+        if options.rs_veto_threshold is not None:
+            rules.append(Veto(options.rs_veto_threshold))
+    normalize: Literal["token", "sequence"] | None = None
+    if options.tis_batch_normalize:
+        assert options.tis_level != "geometric", "slime refuses batch normalisation of geometric"
+        normalize = "token" if options.tis_level == "token" else "sequence"
+    return SlimeMisPlan(ID, weights, tuple(rules), normalize, options=options)
+
+
+@dataclass(frozen=True)
+class SlimeMisLogged(Component):
+    """The MIS helper's weight metrics (``mis_`` prefix; each a per-sample mean, then the mean over
+    samples, over the valid tokens before rejection)."""
+
+    plan: SlimeMisPlan
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "mis_tis_weight_before_bound": "sum",
+        "mis_tis_weight_after_bound": "sum",
+        "mis_tis_fraction_a": "sum",
+        "mis_tis_fraction_b": "sum",
+        "mis_rs_mask_fraction_low": "sum",
+        "mis_rs_mask_fraction_high": "sum",
+        "mis_catastrophic_token_fraction": "sum",
+        "mis_catastrophic_seq_fraction": "sum",
+        "final_mean": "sum",
+        "final_min": "sum",
+        "final_max": "sum",
+        "norm_token_sum": "sum",
+        "norm_row_mean": "sum",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        options, weights = self.plan.options, self.plan.weights
+        assert weights is not None
+        before = ratio_tokens(view, weights.ratio)
+        after = weights.applied(view)
+        lo, hi = options.lower, options.tis_upper_bound
+        if options.tis_mode == "truncate":
+            a, b = _flag(view, before > hi), np.zeros_like(before)
+        else:
+            a, b = _flag(view, before < lo), _flag(view, before > hi)
+        values = {
+            "mis_tis_weight_before_bound": before,
+            "mis_tis_weight_after_bound": after,
+            "mis_tis_fraction_a": a,
+            "mis_tis_fraction_b": b,
+        }
+        rs_lo, rs_hi = options.rs_bounds
+        rs = ratio_tokens(view, Ratio(options.rs_level, SAFETY_BOUND))
+        values["mis_rs_mask_fraction_low"] = _flag(view, rs < rs_lo)
+        values["mis_rs_mask_fraction_high"] = _flag(view, rs > rs_hi)
+        if options.rs_veto_threshold is not None:
+            catastrophic = _flag(view, view.log_ratio < np.log(options.rs_veto_threshold))
+            values["mis_catastrophic_token_fraction"] = catastrophic
+            seq = view.broadcast(view.row_sum(catastrophic) > 0)
+            values["mis_catastrophic_seq_fraction"] = _flag(view, seq)
+        stats = _sample_means(view, values)
+        stats["final_mean"] = view.row_mean(after)
+        stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
+        stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
+        stats["norm_token_sum"] = view.row_sum(after)  # the batch-normalisation μ's sums
+        stats["norm_row_mean"] = view.row_mean(after)
+        for name in ("mis_catastrophic_token_fraction", "mis_catastrophic_seq_fraction"):
+            stats.setdefault(name, np.zeros(view.batch.rows))
+        return stats
+
+    def metrics(self, get: Getter) -> Metrics:
+        options = self.plan.options
+        rows = get("rows")
+        mu = self.plan.outcome().normalisation(get)
+        out: Metrics = {
+            "mis_tis_weight_before_bound": get("mis_tis_weight_before_bound") / rows,
+            "mis_tis_weight_after_bound": get("mis_tis_weight_after_bound") / rows,
+        }
+        a, b = get("mis_tis_fraction_a") / rows, get("mis_tis_fraction_b") / rows
+        if options.tis_mode == "truncate":
+            out["mis_tis_truncate_fraction"] = a
+        else:
+            out[f"mis_tis_{options.tis_mode}_fraction_low"] = a
+            out[f"mis_tis_{options.tis_mode}_fraction_high"] = b
+        if options.use_rs:
+            out["mis_rs_mask_fraction_low"] = get("mis_rs_mask_fraction_low") / rows
+            out["mis_rs_mask_fraction_high"] = get("mis_rs_mask_fraction_high") / rows
+            if options.rs_veto_threshold is not None:
+                for name in ("mis_catastrophic_token_fraction", "mis_catastrophic_seq_fraction"):
+                    out[name] = get(name) / rows
+        out["mis_is_ratio_mean_after_tis_rs"] = get("mis_tis_weight_after_bound") / rows
+        if options.tis_batch_normalize:
+            # a constant on every token: its per-sample mean is 0 for a sample without tokens
+            out["mis_batch_norm_factor"] = mu * get("nonempty_rows") / rows
+        out["mis_is_ratio_mean_final"] = get("final_mean") / mu / rows
+        out["mis_is_ratio_min_final"] = get("final_min") / mu / rows
+        out["mis_is_ratio_max_final"] = get("final_max") / mu / rows
+        return prefixed(ID, out)
+
+
+@dataclass(frozen=True)
+class SlimeMisPlan(ModePlan):
+    options: Mis = field(default_factory=Mis)
+
+    def components(self) -> tuple[Component, ...]:
+        return (SlimeLogged(), SlimeMisLogged(self), self.outcome())

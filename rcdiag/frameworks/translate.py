@@ -1,0 +1,382 @@
+"""A verl rollout-correction configuration in another framework's own keys (``recommend --framework``).
+
+No decision is made here: the recommendation picks a verl configuration
+(:mod:`rcdiag.assess.recommend`); this module only rewrites it. The configuration is split into its
+mechanisms (IS at a level, each rejection criterion, the veto, batch normalisation) and each
+framework's table maps a mechanism onto its keys — exactly, or to the closest thing it has, saying
+so — or says the framework lacks it (docs/frameworks.md, "Recommendations").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rcdiag.correction.config import CorrectionPlan, parse_config
+from rcdiag.dialects import Dialect
+from rcdiag.frameworks.base import Translation
+
+
+@dataclass(frozen=True)
+class Part:
+    """One mechanism of a verl configuration.
+
+    ``kind``: ``is`` (``level``, ``icepop``, ``lo``, ``hi``), ``criterion`` (``option``; ``lo``,
+    ``hi`` as verl parses them), ``legacy_rs`` (``level``; keep ``lo`` ≤ ratio ≤ ``hi``), ``veto``
+    (``hi`` = τ) or ``batch_norm``.
+    """
+
+    kind: str
+    level: str = ""
+    option: str = ""
+    icepop: bool = False
+    lo: float = 0.0
+    hi: float = math.inf
+
+
+def parts(plan: CorrectionPlan) -> list[Part]:
+    """The mechanisms of a parsed verl configuration, IS first."""
+    out: list[Part] = []
+    if plan.importance is not None:
+        imp = plan.importance
+        out.append(Part("is", level=imp.level, icepop=imp.icepop, lo=imp.lo, hi=imp.hi))
+        if imp.batch_normalize:
+            out.append(Part("batch_norm", level=imp.level))
+    out += [Part("criterion", option=c.option, lo=c.lo, hi=c.hi) for c in plan.criteria]
+    if plan.legacy_rejection is not None:
+        rule = plan.legacy_rejection
+        out.append(Part("legacy_rs", level=rule.level, lo=rule.lower, hi=rule.upper))
+    if plan.veto_threshold is not None:
+        out.append(Part("veto", hi=plan.veto_threshold))
+    return out
+
+
+def ratio_band(part: Part) -> tuple[float, float]:
+    """The band on π_train/π_rollout a k1 criterion keeps: [1/hi, 1/lo] (docs/correction.md)."""
+    return 1.0 / part.hi, (math.inf if part.lo == 0 else 1.0 / part.lo)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a framework's table says for one mechanism: the keys it sets, whether the math is the
+    same, and a note (what differs, or that the framework lacks it)."""
+
+    keys: Mapping[str, Any]
+    exact: bool
+    note: str | None = None
+
+
+Table = Mapping[str, Callable[[Part], Entry]]
+"""A framework's table: mechanism name (:func:`mechanism`) → its entry."""
+
+
+def mechanism(part: Part) -> str:
+    """The table key of a mechanism: ``token_tis``, ``sequence_icepop``, ``seq_mean_k1``, …"""
+    if part.kind == "is":
+        return f"{part.level}_{'icepop' if part.icepop else 'tis'}"
+    if part.kind == "criterion":
+        return part.option
+    if part.kind == "legacy_rs":
+        return f"legacy_{part.level}_rs"
+    return part.kind
+
+
+def lacking(title: str, what: str, closest: str = "left out") -> Callable[[Part], Entry]:
+    return lambda part: Entry({}, False, f"{title} has no {what}: {closest}.")
+
+
+# ----------------------------------------------------------------------------------------------
+# TRL (GRPOConfig keys)
+
+TRL_UNCLAMPED = (
+    "TRL exponentiates ℓ unclamped (verl clamps it to ±20: only ratios beyond e^±20 differ)"
+)
+
+
+def _trl_mode(mode: str) -> Callable[[Part], Entry]:
+    def entry(part: Part) -> Entry:
+        keys = {
+            "vllm_importance_sampling_correction": True,
+            "vllm_importance_sampling_mode": mode,
+            "vllm_importance_sampling_cap": part.hi,
+        }
+        if part.icepop:
+            return Entry(
+                keys,
+                False,
+                f"closest: {mode} zeroes ratios above {part.hi:g} but keeps those below "
+                f"{part.lo:g} (verl's IcePop zeroes both)",
+            )
+        return Entry(keys, True, TRL_UNCLAMPED)
+
+    return entry
+
+
+TRL_TABLE: Table = {
+    "token_tis": _trl_mode("token_truncate"),
+    "sequence_tis": _trl_mode("sequence_truncate"),
+    "token_icepop": _trl_mode("token_mask"),
+    "sequence_icepop": _trl_mode("sequence_mask"),
+    "batch_norm": lacking("TRL", "batch normalisation of the IS weights"),
+    "veto": lacking("TRL", "veto of sequences with a catastrophic token"),
+}
+TRL_DEFAULT = lacking("TRL", "rejection of tokens or sequences (only its IS correction)")
+
+
+# ----------------------------------------------------------------------------------------------
+# slime (built-in flags, or the MIS helper's YAML)
+
+MIS_FLAGS = (
+    "--custom-config-path mis.yaml "
+    "--custom-tis-function-path examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
+)
+SLIME_CLAMP = (
+    "the MIS helper clamps log ratios to ±20 as verl does (the built-in --use-tis does not: only "
+    "ratios beyond e^±20 differ)"
+)
+
+
+def _slime_is(part: Part) -> Entry:
+    keys: dict[str, Any] = {
+        "use_tis": True,
+        "tis_level": part.level,
+        "tis_upper_bound": part.hi,
+        "tis_lower_bound": part.lo,
+    }
+    if part.icepop:
+        keys["tis_mode"] = "mask"
+        return Entry(
+            keys,
+            False,
+            "closest: tis_mode mask drops the tokens outside the bounds from the loss mask, "
+            "where verl's IcePop gives them weight 0",
+        )
+    keys["tis_mode"] = "truncate"
+    return Entry(keys, True, SLIME_CLAMP)
+
+
+def _slime_rs(level: str) -> Callable[[Part], Entry]:
+    def entry(part: Part) -> Entry:
+        lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
+        keys = {"use_rs": True, "rs_level": level, "rs_lower_bound": lo, "rs_upper_bound": hi}
+        note = SLIME_CLAMP
+        if level == "geometric" and part.kind == "criterion":
+            note = "slime clamps the mean of ℓ, verl each ℓ: the same unless a token has |ℓ| > 20"
+        return Entry(keys, True, note)
+
+    return entry
+
+
+def _slime_trust(kind: str, exact: bool, note: str) -> Callable[[Part], Entry]:
+    def entry(part: Part) -> Entry:
+        keys = {"use_rs": True, "rs_trust_region": kind, "rs_tr_threshold": part.hi}
+        return Entry(keys, exact, note)
+
+    return entry
+
+
+def slime_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
+    """The MIS helper runs rejection only with TIS on and always applies its RS band: an RS band
+    that rejects nothing is set where only a veto or trust region is wanted, and uncapped weights
+    where verl has rejection without IS (not the same: slime then weights by ρ)."""
+    notes: list[str] = []
+    exact = True
+    if keys.get("use_rs") and "rs_lower_bound" not in keys:
+        keys = {**keys, "rs_level": "token", "rs_lower_bound": 0.0, "rs_upper_bound": 1e9}
+    if keys.get("use_rs") and "tis_upper_bound" not in keys:
+        keys = {
+            "use_tis": True,
+            "tis_level": "token",
+            "tis_mode": "truncate",
+            "tis_upper_bound": 1e9,
+            **keys,
+        }
+        notes.append(
+            "slime's MIS helper rejects only with TIS on: uncapped token weights (closest to "
+            "verl's rejection without IS, which does not weight)"
+        )
+        exact = False
+    if "use_tis" in keys and keys.get("tis_mode") != "mask" and "use_rs" not in keys:
+        keys = {**keys, "use_rs": False}
+    if "use_tis" in keys and "tis_batch_normalize" not in keys:
+        keys = {**keys, "tis_batch_normalize": False}
+    return keys, notes, exact
+
+
+SLIME_TABLE: Table = {
+    "token_tis": _slime_is,
+    "sequence_tis": _slime_is,
+    "token_icepop": _slime_is,
+    "sequence_icepop": _slime_is,
+    "batch_norm": lambda part: Entry({"tis_batch_normalize": True}, True),
+    "token_k1": _slime_rs("token"),
+    "seq_sum_k1": _slime_rs("sequence"),
+    "seq_mean_k1": _slime_rs("geometric"),
+    "legacy_token_rs": _slime_rs("token"),
+    "legacy_sequence_rs": _slime_rs("sequence"),
+    "legacy_geometric_rs": _slime_rs("geometric"),
+    "seq_max_k2": _slime_trust(
+        "max", True, "rs_trust_region max drops a sequence whose largest ½ℓ² exceeds the threshold"
+    ),
+    "seq_mean_k3": _slime_trust(
+        "avg",
+        False,
+        "closest: rs_trust_region avg bounds the mean of e^(−ℓ) − 1 + ℓ (K3 of the other "
+        "direction), where seq_mean_k3 bounds the mean of e^ℓ − 1 − ℓ",
+    ),
+    "veto": lambda part: Entry(
+        {"use_rs": True, "rs_veto_threshold": part.hi},
+        True,
+        "rs_veto_threshold is in the MIS helper's versions that have a veto (docs/frameworks.md)",
+    ),
+}
+SLIME_DEFAULT = lacking("slime's MIS helper", "criterion of this kind")
+
+
+def slime_render(config: Mapping[str, Any]) -> str:
+    """Built-in flags for token TIS alone, else the MIS helper's YAML and its two flags."""
+    if not config:
+        return "# no --use-tis: slime applies no correction"
+    plain = {
+        "use_tis",
+        "tis_level",
+        "tis_mode",
+        "tis_upper_bound",
+        "tis_lower_bound",
+        "use_rs",
+        "tis_batch_normalize",
+    }
+    if (
+        set(config) <= plain
+        and config.get("tis_level") == "token"
+        and config.get("tis_mode") == "truncate"
+        and not config.get("use_rs")
+        and not config.get("tis_batch_normalize")
+    ):
+        return f"--use-tis \\\n--tis-clip {config['tis_upper_bound']!r} \\\n--tis-clip-low 0"
+    lines = ["# mis.yaml (examples/train_infer_mismatch_helper)"]
+    lines += [f"{k}: {_yaml(v)}" for k, v in config.items()]
+    return "\n".join(lines) + f"\n# then run slime with: --use-tis {MIS_FLAGS}"
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+# ----------------------------------------------------------------------------------------------
+# OpenRLHF (train_ppo_ray flags)
+
+OPENRLHF_UNCLAMPED = "OpenRLHF exponentiates ℓ unclamped (verl clamps it to ±20)"
+
+
+def _openrlhf_is(part: Part) -> Entry:
+    if part.icepop:
+        keys = {
+            "vllm_is_correction_type": "icepop",
+            "vllm_is_truncated_threshold": (part.lo, part.hi),
+        }
+        return Entry(keys, True, OPENRLHF_UNCLAMPED)
+    keys = {"vllm_is_correction_type": "tis", "vllm_is_truncated_threshold": (0.0, part.hi)}
+    if part.level == "sequence":
+        return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token TIS")
+    return Entry(
+        keys,
+        True,
+        f"its tis clamps to [low, high]; low 0 makes it truncation. {OPENRLHF_UNCLAMPED}",
+    )
+
+
+def _openrlhf_geo(part: Part) -> Entry:
+    lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
+    keys = {"vllm_is_correction_type": "seq-mask-tis", "vllm_is_truncated_threshold": (lo, hi)}
+    return Entry(
+        keys,
+        False,
+        "closest: seq-mask-tis zeroes the weight of sequences whose geometric-mean ratio leaves "
+        "the band, and weights the others by the untruncated token ratio (one correction type at "
+        "a time: it replaces the token TIS)",
+    )
+
+
+OPENRLHF_TABLE: Table = {
+    "token_tis": _openrlhf_is,
+    "sequence_tis": _openrlhf_is,
+    "token_icepop": _openrlhf_is,
+    "sequence_icepop": _openrlhf_is,
+    "seq_mean_k1": _openrlhf_geo,
+    "legacy_geometric_rs": _openrlhf_geo,
+}
+OPENRLHF_DEFAULT = lacking("OpenRLHF", "rejection of this kind")
+
+
+def openrlhf_render(config: Mapping[str, Any]) -> str:
+    if not config:
+        return "# no --enable_vllm_is_correction: OpenRLHF applies no correction"
+    lo, hi = config["vllm_is_truncated_threshold"]
+    return (
+        "--enable_vllm_is_correction \\\n"
+        f"--vllm_is_correction_type {config['vllm_is_correction_type']} \\\n"
+        f"--vllm_is_truncated_threshold {lo!r} {hi!r}"
+    )
+
+
+def trl_render(config: Mapping[str, Any]) -> str:
+    keys = config or {"vllm_importance_sampling_correction": False}
+    inner = "".join(f"    {k}={v!r},\n" for k, v in keys.items())
+    return f"GRPOConfig(\n    ...,\n{inner})"
+
+
+Finish = Callable[[dict[str, Any]], tuple[dict[str, Any], list[str], bool]]
+
+
+@dataclass(frozen=True)
+class Translator:
+    table: Table
+    default: Callable[[Part], Entry]
+    render: Callable[[Mapping[str, Any]], str]
+    finish: Finish | None = None
+
+
+TRANSLATORS: dict[str, Translator] = {
+    "trl": Translator(TRL_TABLE, TRL_DEFAULT, trl_render),
+    "slime": Translator(SLIME_TABLE, SLIME_DEFAULT, slime_render, slime_finish),
+    "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render),
+}
+"""The frameworks rcdiag can translate a configuration for, and their tables."""
+
+
+def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Translation:
+    """``config`` (verl keys of ``dialect``) in ``framework``'s keys.
+
+    Mechanisms map through the framework's table in order; a later one never overrides a key an
+    earlier one set (the framework then has one slot for two mechanisms: the note says so).
+    """
+    translator = TRANSLATORS[framework]
+    keys: dict[str, Any] = {}
+    notes: list[str] = []
+    exact = True
+    for part in parts(parse_config(config, dialect)):
+        name = mechanism(part)
+        entry = translator.table.get(name, translator.default)(part)
+        clash = [k for k in entry.keys if k in keys and keys[k] != entry.keys[k]]
+        if clash:
+            exact = False
+            notes.append(f"{name}: left out, {framework} sets {', '.join(clash)} once")
+            continue
+        keys.update(entry.keys)
+        exact &= entry.exact
+        if entry.note:
+            notes.append(f"{name}: {entry.note}")
+    if translator.finish is not None:
+        keys, more, whole = translator.finish(keys)
+        notes += more
+        exact &= whole
+    if "vllm_is_truncated_threshold" in keys:
+        keys = {"enable_vllm_is_correction": True, **keys}
+    return Translation(keys, translator.render(keys), tuple(notes), exact)

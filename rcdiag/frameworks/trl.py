@@ -1,0 +1,150 @@
+"""Hugging Face TRL's ``GRPOTrainer``: its vLLM importance-sampling correction and what it logs.
+
+Read from huggingface/trl ``trl/trainer/grpo_config.py`` (commit 006d32c) for the options and their
+defaults, and the ``_generate_and_score_completions`` section of ``trl/trainer/grpo_trainer.py`` that
+computes the ratio and logs ``sampling/…`` (docs/frameworks.md, "TRL").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
+from rcdiag.frameworks.base import Framework, Preset, Source, prefixed
+from rcdiag.metrics.grouped import Kind
+
+ID = "trl"
+DEFAULT_CAP = 3.0
+"""``vllm_importance_sampling_cap``'s default."""
+DEFAULT_MODE = "sequence_mask"
+"""``vllm_importance_sampling_mode``'s default (the docstring calls token_truncate the default; the
+field's default value is sequence_mask, and that is what runs)."""
+MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+SOURCES = (
+    Source(
+        "huggingface/trl",
+        "trl/trainer/grpo_config.py",
+        "006d32c9bf5da698815726ebd0de78b404e8163d",
+        "vllm_importance_sampling_correction (True), _mode (sequence_mask), _cap (3.0)",
+    ),
+    Source(
+        "huggingface/trl",
+        "trl/trainer/grpo_trainer.py",
+        None,
+        "_generate_and_score_completions: the IS ratio per mode and the sampling/ metrics",
+    ),
+)
+
+
+def mode_weights(mode: str, cap: float = DEFAULT_CAP) -> Weights:
+    """TRL's ratio: exp of ℓ per token or of S_i per row, unclamped; ``truncate`` caps it at C,
+    ``mask`` sets a ratio above C to 0 (a ratio equal to C is kept)."""
+    ratio = Ratio("token" if mode.startswith("token") else "sequence")
+    if mode.endswith("truncate"):
+        return Weights(ratio, "truncate", hi=cap)
+    return Weights(ratio, zero=(Band(ratio, 0.0, cap),))
+
+
+@dataclass(frozen=True)
+class TrlLogged(Component):
+    """``sampling/sampling_logp_difference/{mean,max}`` and ``sampling/importance_sampling_ratio/
+    {min,mean,max}`` of one mode: the ratio after its cap, over the valid tokens (token modes) or
+    over every row of the batch, an empty one's ratio being exp(0) = 1 (sequence modes)."""
+
+    weights: Weights
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "ratio_sum": "sum",
+        "ratio_count": "sum",
+        "ratio_min": "min",
+        "ratio_max": "max",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        if self.weights.ratio.row_level:
+            rows = self.weights.rows(view)
+            return {
+                "ratio_sum": rows,
+                "ratio_count": np.ones(rows.size),
+                "ratio_min": rows,
+                "ratio_max": rows,
+            }
+        applied = self.weights.applied(view)
+        return {
+            "ratio_sum": view.row_sum(applied),
+            "ratio_count": view.n,
+            "ratio_min": view.valid_min(applied),
+            "ratio_max": view.valid_max(applied),
+        }
+
+    def metrics(self, get: Getter) -> Metrics:
+        valid = get("valid_tokens")
+        return prefixed(
+            ID,
+            {
+                "sampling/sampling_logp_difference/mean": get("abs_log_ratio") / valid,
+                "sampling/sampling_logp_difference/max": get("abs_log_ratio_max"),
+                "sampling/importance_sampling_ratio/min": get("ratio_min"),
+                "sampling/importance_sampling_ratio/mean": get("ratio_sum") / get("ratio_count"),
+                "sampling/importance_sampling_ratio/max": get("ratio_max"),
+            },
+        )
+
+
+@dataclass(frozen=True)
+class TrlPlan(ModePlan):
+    """A TRL mode: IS weights only (a masked ratio is a zero weight; the completion mask, and so
+    the loss's token count, stays)."""
+
+    def components(self) -> tuple[Component, ...]:
+        assert self.weights is not None
+        return (TrlLogged(self.weights), self.outcome())
+
+
+def plan(mode: str = DEFAULT_MODE, cap: float = DEFAULT_CAP) -> TrlPlan:
+    return TrlPlan(ID, mode_weights(mode, cap))
+
+
+def config(mode: str, cap: float = DEFAULT_CAP) -> dict[str, Any]:
+    """The GRPOConfig keys of a mode."""
+    return {
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": mode,
+        "vllm_importance_sampling_cap": cap,
+    }
+
+
+PURPOSES = {
+    "token_truncate": "per-token ratio capped at C = 3",
+    "token_mask": "per-token ratio set to 0 above C = 3",
+    "sequence_truncate": "sequence ratio exp(Σℓ) capped at C = 3",
+    "sequence_mask": "sequence ratio set to 0 above C = 3 (TRL's default)",
+}
+
+PRESETS = tuple(
+    Preset(
+        f"{ID}:{mode}",
+        PURPOSES[mode],
+        config(mode),
+        plan(mode),
+        "own components (TRL exponentiates ℓ unclamped; verl clamps to ±20)",
+    )
+    for mode in MODES
+)
+
+FRAMEWORK = Framework(
+    id=ID,
+    title="TRL",
+    sources=SOURCES,
+    metrics=(TrlLogged(mode_weights(DEFAULT_MODE)),),
+    aggregation=(
+        "per process: a token mean (sampling_logp_difference/mean) over the process's completions, "
+        "then the mean over processes; rcdiag takes a step as one process's batch"
+    ),
+    presets=PRESETS,
+)

@@ -1,0 +1,320 @@
+"""A slow, naive reference for other frameworks' metrics and correction modes, written from each
+framework's code as docs/frameworks.md describes it, sharing no code with ``rcdiag``.
+
+A batch is a list of rows ``(rollout, old, mask)`` of Python floats (mask 0/1), as the framework's
+padded tensors hold them; every formula loops over rows and tokens in plain Python (``math.fsum``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+Row = tuple[Sequence[float], Sequence[float], Sequence[int]]
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _valid(row: Row) -> list[tuple[float, float]]:
+    rollout, old, mask = row
+    return [(r, o) for r, o, m in zip(rollout, old, mask, strict=True) if m]
+
+
+def _ells(row: Row) -> list[float]:
+    return [o - r for r, o in _valid(row)]
+
+
+def _all_ells(rows: Sequence[Row]) -> list[float]:
+    return [e for row in rows for e in _ells(row)]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _sample_mean(values: Sequence[float]) -> float:
+    """slime's per-sample masked mean: Σ / max(n, 1)."""
+    return math.fsum(values) / max(len(values), 1)
+
+
+def trl_ratios(rows: Sequence[Row], mode: str, cap: float) -> list[list[float]]:
+    """TRL's ratio per valid token (token modes) or one per row (sequence modes)."""
+    out = []
+    for row in rows:
+        ells = _ells(row)
+        sequence = mode.startswith("sequence")
+        values = [_exp(math.fsum(ells))] if sequence else [_exp(e) for e in ells]
+        if mode.endswith("truncate"):
+            values = [min(v, cap) for v in values]
+        else:
+            values = [0.0 if v > cap else v for v in values]
+        out.append(values)
+    return out
+
+
+def trl(rows: Sequence[Row], mode: str = "sequence_mask", cap: float = 3.0) -> dict[str, float]:
+    ells = _all_ells(rows)
+    flat = [v for values in trl_ratios(rows, mode, cap) for v in values]
+    return {
+        "trl/sampling/sampling_logp_difference/mean": _mean([abs(e) for e in ells]),
+        "trl/sampling/sampling_logp_difference/max": max(abs(e) for e in ells),
+        "trl/sampling/importance_sampling_ratio/min": min(flat),
+        "trl/sampling/importance_sampling_ratio/mean": _mean(flat),
+        "trl/sampling/importance_sampling_ratio/max": max(flat),
+    }
+
+
+def slime(rows: Sequence[Row]) -> dict[str, float]:
+    b = len(rows)
+    per: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        per.setdefault(name, []).append(value)
+
+    for row in rows:
+        valid = _valid(row)
+        ells = _ells(row)
+        n = len(valid)
+        add("train_rollout_logprob_abs_diff", _sample_mean([abs(e) for e in ells]))
+        if n == 0:  # every per-sample mean of an empty sample is 0
+            for name in (
+                "mis_training_log_ppl",
+                "mis_training_ppl",
+                "mis_rollout_log_ppl",
+                "mis_rollout_ppl",
+                "mis_kl",
+                "mis_k3_kl",
+                "mis_log_ppl_diff",
+                "mis_log_ppl_abs_diff",
+                "mis_ppl_ratio",
+                "mis_chi2_token",
+                "mis_chi2_seq",
+            ):
+                add(name, 0.0)
+            continue
+        train = _mean([o for _, o in valid])
+        rollout = _mean([r for r, _ in valid])
+        add("mis_training_log_ppl", -train)
+        add("mis_training_ppl", math.exp(-train))
+        add("mis_rollout_log_ppl", -rollout)
+        add("mis_rollout_ppl", math.exp(-rollout))
+        add("mis_kl", _mean([r - o for r, o in valid]))
+        add("mis_k3_kl", _mean([_exp(e) - e - 1 for e in ells]))
+        add("mis_log_ppl_diff", rollout - train)
+        add("mis_log_ppl_abs_diff", abs(rollout - train))
+        add("mis_ppl_ratio", math.exp(rollout - train))
+        clamped = [max(-20.0, min(20.0, e)) for e in ells]
+        add("mis_chi2_token", _mean([math.exp(2 * c) for c in clamped]) - 1.0)
+        s = max(-20.0, min(20.0, math.fsum(ells)))
+        add("mis_chi2_seq", math.exp(2 * s) - 1.0)
+    return {f"slime/{k}": math.fsum(v) / b for k, v in per.items()}
+
+
+def nemo_rl(rows: Sequence[Row]) -> dict[str, float]:
+    valid = [pair for row in rows for pair in _valid(row)]
+    mult, gen, policy, js = [], [], [], []
+    for r, o in valid:
+        mult.append(_exp(abs(r - o)))
+        logr = o - r  # calculate_kl(logprobs=generation, reference=prev): logr = prev − gen
+        gen.append(_exp(logr) - 1 - logr)
+        logr = r - o
+        policy.append(_exp(logr) - 1 - logr)
+        mixture = math.log(0.5 * math.exp(o) + 0.5 * math.exp(r))
+        a, b = o - mixture, r - mixture
+        js.append(0.5 * (math.exp(a) - a - 1) + 0.5 * (math.exp(b) - b - 1))
+    return {
+        "nemo_rl/token_mult_prob_error": _mean(mult),
+        "nemo_rl/gen_kl_error": _mean(gen),
+        "nemo_rl/policy_kl_error": _mean(policy),
+        "nemo_rl/js_divergence_error": _mean(js),
+    }
+
+
+def openrlhf(rows: Sequence[Row]) -> dict[str, float]:
+    valid = [pair for row in rows for pair in _valid(row)]
+    return {"openrlhf/vllm_kl": _mean([r - o for r, o in valid])}
+
+
+def prime_rl(rows: Sequence[Row]) -> dict[str, float]:
+    ells = _all_ells(rows)
+    return {"prime_rl/mismatch_kl": _mean([_exp(e) - e - 1 for e in ells])}
+
+
+def areal(rows: Sequence[Row]) -> dict[str, float]:
+    ells = _all_ells(rows)
+    return {
+        "areal/behave_imp_weight/avg": _mean([_exp(e) for e in ells]),
+        "areal/behave_approx_kl/avg": _mean(ells),
+    }
+
+
+def skyrl(rows: Sequence[Row]) -> dict[str, float]:
+    ratios = [math.exp(max(-20.0, min(20.0, e))) for e in _all_ells(rows)]
+    return {"skyrl/is_ratio_mean": _mean(ratios), "skyrl/is_ratio_max": max(ratios)}
+
+
+def open_instruct(rows: Sequence[Row]) -> dict[str, float]:
+    diffs = [abs(e) for e in _all_ells(rows)]
+    mean = _mean(diffs)
+    std = (
+        math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        if len(diffs) > 1
+        else 0.0
+    )
+    return {
+        "open_instruct/debug/vllm_vs_local_logprob_diff_mean": mean,
+        "open_instruct/debug/vllm_vs_local_logprob_diff_max": max(diffs),
+        "open_instruct/debug/vllm_vs_local_logprob_diff_std": std,
+        "open_instruct/debug/vllm_local_reverse_kl": _mean([-e for e in _all_ells(rows)]),
+    }
+
+
+METRICS = {
+    "trl": trl,
+    "slime": slime,
+    "nemo_rl": nemo_rl,
+    "openrlhf": openrlhf,
+    "prime_rl": prime_rl,
+    "areal": areal,
+    "skyrl": skyrl,
+    "open_instruct": open_instruct,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Correction modes: per valid token, (weight, kept) as the framework's code applies it
+
+
+def _clamp(x: float, bound: float | None) -> float:
+    return x if bound is None else max(-bound, min(bound, x))
+
+
+def _row_log(ells: Sequence[float], level: str) -> float:
+    total = math.fsum(ells)
+    return total if level == "sequence" else total / max(len(ells), 1)
+
+
+def slime_tis_weights(
+    rows: Sequence[Row], low: float, high: float, icepop: bool
+) -> list[list[float]]:
+    out = []
+    for row in rows:
+        ratios = [_exp(e) for e in _ells(row)]
+        if icepop:
+            out.append([r if low <= r <= high else 0.0 for r in ratios])
+        else:
+            out.append([min(max(r, low), high) for r in ratios])
+    return out
+
+
+def slime_mis(
+    rows: Sequence[Row], options: dict
+) -> tuple[list[list[float]], list[list[int]], float]:
+    """compute_mis_weights of mis.py: (weights before batch normalisation, modified masks, μ —
+    the weights slime applies are weights / μ)."""
+    lower = (
+        options["tis_lower_bound"]
+        if options["tis_lower_bound"] is not None
+        else 1 / options["tis_upper_bound"]
+    )
+    upper = options["tis_upper_bound"]
+    rs_lo = options.get("rs_lower_bound") if options.get("rs_lower_bound") is not None else lower
+    rs_hi = options.get("rs_upper_bound") if options.get("rs_upper_bound") is not None else upper
+
+    def level_ratio(ells: list[float], level: str) -> list[float]:
+        if level == "token":
+            return [math.exp(_clamp(e, 20.0)) for e in ells]
+        return [math.exp(_clamp(_row_log(ells, level), 20.0))] * len(ells)
+
+    weights, masks = [], []
+    for row in rows:
+        ells = _ells(row)
+        w = level_ratio(ells, options["tis_level"])
+        keep = [1] * len(ells)
+        mode = options["tis_mode"]
+        if mode == "truncate":
+            w = [min(max(x, 0.0), upper) for x in w]
+        elif mode == "clip":
+            w = [min(max(x, lower), upper) for x in w]
+        else:
+            keep = [k if lower <= x <= upper else 0 for k, x in zip(keep, w, strict=True)]
+        if options["use_rs"]:
+            rs = level_ratio(ells, options["rs_level"])
+            keep = [k if rs_lo <= x <= rs_hi else 0 for k, x in zip(keep, rs, strict=True)]
+            tau = options.get("rs_veto_threshold")
+            if tau is not None and any(e < math.log(tau) for e in ells):
+                keep = [0] * len(ells)
+            if options.get("rs_trust_region") == "max":
+                stat = max((e * e / 2 for e in ells), default=0.0)
+                if not stat <= options["rs_tr_threshold"]:
+                    keep = [0] * len(ells)
+            elif options.get("rs_trust_region") == "avg":
+                stat = _sample_mean([math.exp(-e) - 1 + e for e in ells])
+                if not stat <= options["rs_tr_threshold"]:
+                    keep = [0] * len(ells)
+        weights.append(w)
+        masks.append(keep)
+    mu = 1.0
+    if options["tis_batch_normalize"]:
+        if options["tis_level"] == "token":
+            mu = math.fsum(x for w in weights for x in w) / max(sum(len(w) for w in weights), 1)
+        else:
+            mu = math.fsum(_sample_mean(w) for w in weights) / len(weights)
+        mu = mu if mu > 1e-8 else 1.0
+    return weights, masks, mu
+
+
+def openrlhf_weights(rows: Sequence[Row], kind: str, low: float, high: float) -> list[list[float]]:
+    out = []
+    for row in rows:
+        ells = _ells(row)
+        ratios = [_exp(e) for e in ells]
+        if kind == "tis":
+            out.append([min(max(r, low), high) for r in ratios])
+        elif kind == "icepop":
+            out.append([r if low <= r <= high else 0.0 for r in ratios])
+        else:
+            geo = _exp(_sample_mean(ells))
+            inside = low <= geo <= high
+            out.append([r if inside else 0.0 for r in ratios])
+    return out
+
+
+def summary(
+    rows: Sequence[Row],
+    raw: list[list[float]],
+    weights: list[list[float]] | None,
+    keep: list[list[int]],
+    mu: float = 1.0,
+) -> dict[str, float | None]:
+    """rcdiag's comparison figures from per-token raw ratios, weights and keep flags."""
+    valid = sum(len(k) for k in keep)
+    nonempty = sum(1 for k in keep if k)
+    kept = sum(sum(k) for k in keep)
+    out: dict[str, float | None] = {
+        "kept_token_share": kept / valid,
+        "kept_sequence_share": sum(1 for k in keep if k and all(k)) / nonempty,
+        "rejected_sequence_share": sum(1 for k in keep if k and not any(k)) / nonempty,
+        "weight_mass_removed": None,
+        "ess": None,
+        "max_weight": None,
+    }
+    if kept == 0:
+        return out
+    if weights is None:
+        out["ess"] = 1.0
+        return out
+    kr = math.fsum(
+        r for rr, kk in zip(raw, keep, strict=True) for r, k in zip(rr, kk, strict=True) if k
+    )
+    kw = [w for ww, kk in zip(weights, keep, strict=True) for w, k in zip(ww, kk, strict=True) if k]
+    applied = math.fsum(kw)
+    out["weight_mass_removed"] = 1.0 if math.isinf(kr) else ((kr - applied) / kr if kr > 0 else 0.0)
+    out["ess"] = applied * applied / (kept * math.fsum(w * w for w in kw))
+    out["max_weight"] = max(kw) / mu
+    return out

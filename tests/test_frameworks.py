@@ -1,0 +1,329 @@
+"""Other frameworks' metrics and correction modes against the independent reference
+(tests/reference_frameworks.py) and hand-computed cases (docs/frameworks.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import reference_frameworks as ref
+
+from rcdiag.analysis import OffPolicyAnalysis
+from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.correction.engine import TokenView
+from rcdiag.correction.external import keep_mask, ratio_tokens
+from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
+from rcdiag.frameworks import openrlhf as openrlhf_module
+from rcdiag.frameworks import slime as slime_module
+from rcdiag.frameworks import trl as trl_module
+from rcdiag.frameworks.analysis import FrameworkMetrics
+from rcdiag.metrics.ragged import RaggedBatch
+
+Row = tuple[list[float], list[float], list[int]]
+REL = 1e-6
+
+
+def make_steps(seed: int, steps: int = 3, extreme: bool = True) -> dict[int, list[Row]]:
+    """Rows per step: varied lengths (some empty), masked holes holding garbage, and — with
+    ``extreme`` — a few tokens with |ℓ| up to 30 (beyond every ±20 clamp)."""
+    rng = np.random.default_rng(seed)
+    out: dict[int, list[Row]] = {}
+    for step in range(steps):
+        rows: list[Row] = []
+        for _ in range(int(rng.integers(3, 9))):
+            n = int(rng.integers(0, 12))
+            rollout = -rng.exponential(1.0, n)
+            ell = rng.normal(0.0, 0.15, n)
+            if extreme and n and rng.random() < 0.3:
+                ell[rng.integers(0, n)] = rng.choice([-30.0, -12.0, 8.0, 25.0])
+            old = rollout + ell
+            mask = (rng.random(n) > 0.15).astype(int)
+            rollout = np.where(mask == 1, rollout, np.nan)  # garbage under the mask
+            rows.append((rollout.tolist(), old.tolist(), mask.tolist()))
+        rows.append(([], [], []))  # an empty row in every step
+        out[step] = rows
+    return out
+
+
+def ragged(rows: list[Row], steps: list[int]) -> RaggedBatch:
+    lengths = [len(r[0]) for r in rows]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+
+    def flat(i: int, dtype: type) -> np.ndarray:
+        parts = [np.asarray(r[i], dtype=dtype) for r in rows]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    return RaggedBatch(
+        rollout=flat(0, float),
+        old=flat(1, float),
+        mask=flat(2, float).astype(bool),
+        offsets=offsets,
+        steps=np.asarray(steps, dtype=np.int64),
+    )
+
+
+def batches(dump: dict[int, list[Row]], chunk: int = 5) -> list[RaggedBatch]:
+    """The rows of every step interleaved, cut into batches of ``chunk`` rows."""
+    tagged = [(s, r) for s, rows in dump.items() for r in rows]
+    tagged = tagged[::2] + tagged[1::2]
+    return [
+        ragged([r for _, r in tagged[i : i + chunk]], [s for s, _ in tagged[i : i + chunk]])
+        for i in range(0, len(tagged), chunk)
+    ]
+
+
+def close(got: float | None, want: float, where: str) -> None:
+    assert got is not None, where
+    if math.isinf(want) or math.isnan(want):
+        assert got == want or (math.isnan(want) and math.isnan(got)), (where, got, want)
+        return
+    assert math.isclose(got, want, rel_tol=REL, abs_tol=1e-12), (where, got, want)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("framework", sorted(ref.METRICS))
+def test_metrics_match_reference(framework: str, seed: int) -> None:
+    dump = make_steps(seed)
+    analysis = OffPolicyAnalysis()
+    chosen = parse_frameworks(framework)
+    metrics = FrameworkMetrics(chosen, analysis.stats)
+    for batch in batches(dump):
+        analysis.update(batch)
+        metrics.update(batch)
+    (result,) = metrics.results()
+    everything = [r for rows in dump.values() for r in rows]
+    for name, want in ref.METRICS[framework](everything).items():
+        close(result.overall[name], want, f"overall {name}")
+    for step in result.steps:
+        for name, want in ref.METRICS[framework](dump[step.step]).items():
+            close(step.metrics[name], want, f"step {step.step} {name}")
+
+
+def test_every_framework_is_referenced() -> None:
+    assert set(ref.METRICS) == set(FRAMEWORKS)
+
+
+def test_hand_computed_metrics() -> None:
+    """Two rows: ℓ = ln 2 and 0 (row 1), ℓ = −ln 2 (row 2); rollout log-probs −1."""
+    ln2 = math.log(2.0)
+    rows: list[Row] = [([-1.0, -1.0], [-1.0 + ln2, -1.0], [1, 1]), ([-1.0], [-1.0 - ln2], [1])]
+    analysis = OffPolicyAnalysis()
+    metrics = FrameworkMetrics(list(FRAMEWORKS.values()), analysis.stats)
+    batch = ragged(rows, [0, 0])
+    analysis.update(batch)
+    metrics.update(batch)
+    got = {k: v for r in metrics.results() for k, v in r.overall.items()}
+    # |ℓ| = (ln2, 0, ln2): token mean 2 ln2 / 3, max ln2
+    assert math.isclose(got["trl/sampling/sampling_logp_difference/mean"], 2 * ln2 / 3)
+    # sequence_mask, C = 3: row ratios exp(ln2) = 2 and exp(−ln2) = ½ (both ≤ 3)
+    assert math.isclose(got["trl/sampling/importance_sampling_ratio/mean"], 1.25)
+    assert math.isclose(got["trl/sampling/importance_sampling_ratio/min"], 0.5)
+    # slime: per-sample means ln2/2 and ln2, averaged over 2 samples
+    assert math.isclose(got["slime/train_rollout_logprob_abs_diff"], 0.75 * ln2)
+    # NeMo-RL: exp|ℓ| = 2, 1, 2 → 5/3; k3(ln2) = 1 − ln2, k3(0) = 0, k3(−ln2) = ln2 − ½
+    assert math.isclose(got["nemo_rl/token_mult_prob_error"], 5 / 3)
+    assert math.isclose(got["nemo_rl/gen_kl_error"], (0.5) / 3)
+    assert math.isclose(got["prime_rl/mismatch_kl"], 0.5 / 3)
+    # OpenRLHF and open-instruct: mean(rollout − old) = (−ln2 + 0 + ln2)/3 = 0
+    assert abs(got["openrlhf/vllm_kl"]) < 1e-15
+    assert math.isclose(got["areal/behave_imp_weight/avg"], (2 + 1 + 0.5) / 3)
+    assert math.isclose(got["skyrl/is_ratio_max"], 2.0)
+
+
+def test_a_step_without_valid_tokens_has_null_metrics() -> None:
+    rows: list[Row] = [([-1.0], [-2.0], [0])]
+    analysis = OffPolicyAnalysis()
+    metrics = FrameworkMetrics(list(FRAMEWORKS.values()), analysis.stats)
+    good = ragged([([-1.0], [-1.5], [1])], [1])
+    for batch in (ragged(rows, [0]), good):
+        analysis.update(batch)
+        metrics.update(batch)
+    for result in metrics.results():
+        empty = next(s for s in result.steps if s.step == 0)
+        assert all(v is None for v in empty.metrics.values())
+
+
+def test_ci_gates_are_judged() -> None:
+    ell = 0.2  # exp(0.2) = 1.22 > 1.05; k3 = 0.0214 > 1e-3; |Δ| = 0.2 > 0.1
+    rows: list[Row] = [([-1.0, -1.0], [-1.0 + ell, -1.0 - ell], [1, 1])]
+    analysis = OffPolicyAnalysis()
+    metrics = FrameworkMetrics(parse_frameworks("slime,nemo_rl"), analysis.stats)
+    batch = ragged(rows, [0])
+    analysis.update(batch)
+    metrics.update(batch)
+    statuses = {c.metric: c.status for r in metrics.results() for c in r.checks}
+    assert statuses == {
+        "slime/train_rollout_logprob_abs_diff": "act",
+        "nemo_rl/token_mult_prob_error": "act",
+        "nemo_rl/gen_kl_error": "act",
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Correction modes: weights and masks against each framework's formula
+
+
+def tokens_of(view: TokenView, values: np.ndarray, rows: list[Row]) -> list[list[float]]:
+    """Per row, the values at valid positions."""
+    out = []
+    for i in range(len(rows)):
+        lo, hi = view.offsets[i], view.offsets[i + 1]
+        out.append(values[lo:hi][view.mask[lo:hi]].tolist())
+    return out
+
+
+def assert_nested(got: list[list[float]], want: list[list[float]], what: str) -> None:
+    assert [len(g) for g in got] == [len(w) for w in want], what
+    for g_row, w_row in zip(got, want, strict=True):
+        for g, w in zip(g_row, w_row, strict=True):
+            close(g, w, what)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+@pytest.mark.parametrize("mode", trl_module.MODES)
+def test_trl_mode_weights(mode: str, seed: int) -> None:
+    rows = make_steps(seed, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    weights = trl_module.mode_weights(mode, 3.0)
+    want = ref.trl_ratios(rows, mode, 3.0)
+    if mode.startswith("sequence"):
+        assert_nested([[w] for w in weights.rows(view).tolist()], want, mode)
+        want = [r * len(ref._ells(row)) for r, row in zip(want, rows, strict=True)]
+    assert_nested(tokens_of(view, weights.applied(view), rows), want, mode)
+
+
+@pytest.mark.parametrize("icepop", [False, True])
+def test_slime_tis_and_icepop_weights(icepop: bool) -> None:
+    rows = make_steps(4, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    plan = slime_module.icepop_plan(0.5, 2.0) if icepop else slime_module.tis_plan(0.5, 2.0)
+    assert plan.weights is not None
+    got = tokens_of(view, plan.weights.applied(view), rows)
+    assert_nested(got, ref.slime_tis_weights(rows, 0.5, 2.0, icepop), "slime tis")
+
+
+MIS_CASES = [
+    {},
+    {"tis_mode": "clip", "use_rs": False},
+    {"tis_mode": "mask", "use_rs": False, "tis_batch_normalize": False},
+    {"tis_level": "sequence", "use_rs": False},
+    {
+        "tis_level": "geometric",
+        "tis_mode": "mask",
+        "tis_lower_bound": 0.95,
+        "tis_upper_bound": 1.05,
+        "use_rs": False,
+        "tis_batch_normalize": False,
+    },
+    {"rs_veto_threshold": 1e-4},
+    {"rs_level": "sequence", "rs_lower_bound": 0.2, "rs_upper_bound": 5.0},
+    {"rs_trust_region": "max", "rs_tr_threshold": 2.0},
+    {"rs_trust_region": "avg", "rs_tr_threshold": 0.01},
+]
+
+
+@pytest.mark.parametrize("case", range(len(MIS_CASES)))
+def test_slime_mis_weights_and_masks(case: int) -> None:
+    options = slime_module.Mis(**MIS_CASES[case])
+    rows = make_steps(11, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    plan = slime_module.mis_plan(options)
+    want_w, want_keep, want_mu = ref.slime_mis(rows, options.config())
+    assert plan.weights is not None
+    assert_nested(tokens_of(view, plan.weights.applied(view), rows), want_w, "mis weights")
+    keep = keep_mask(view, plan.rules)
+    got_keep = tokens_of(
+        view, np.ones(view.mask.size) if keep is None else keep.astype(float), rows
+    )
+    assert_nested(got_keep, [[float(k) for k in row] for row in want_keep], "mis keep")
+    comparison = PresetComparison([NamedConfig("m", options.config(), plan)])
+    comparison.update(view.batch)
+    raw = tokens_of(view, ratio_tokens(view, plan.weights.ratio), rows)
+    want = ref.summary(rows, raw, want_w, want_keep, want_mu)
+    got = comparison.summary("m")
+    for figure, value in want.items():
+        if value is None:
+            assert got[figure] is None, figure
+        else:
+            close(got[figure], value, figure)
+
+
+@pytest.mark.parametrize("kind", ["tis", "icepop", "seq-mask-tis"])
+def test_openrlhf_weights(kind: str) -> None:
+    rows = make_steps(8, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    weights = openrlhf_module.weights(kind, 0.5, 5.0)
+    got = tokens_of(view, weights.applied(view), rows)
+    assert_nested(got, ref.openrlhf_weights(rows, kind, 0.5, 5.0), kind)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_framework_presets_summaries_per_step(seed: int) -> None:
+    """Every TRL and OpenRLHF mode's summary figures, per step and overall, streamed in chunks."""
+    dump = make_steps(seed)
+    presets = [*trl_module.PRESETS, *openrlhf_module.PRESETS]
+    comparison = PresetComparison([NamedConfig(p.name, p.config, p.plan) for p in presets])
+    for batch in batches(dump):
+        comparison.update(batch)
+    for preset in presets:
+        for step, rows in [(None, [r for rs in dump.values() for r in rs]), *dump.items()]:
+            if preset.name.startswith("trl"):
+                mode = preset.name.split(":")[1]
+                w = ref.trl_ratios(rows, mode, 3.0)
+                if mode.startswith("sequence"):
+                    w = [r * len(ref._ells(row)) for r, row in zip(w, rows, strict=True)]
+                level = "sequence" if mode.startswith("sequence") else "token"
+            else:
+                kind = preset.name.split(":")[1]
+                w = ref.openrlhf_weights(rows, kind, 0.5, 5.0)
+                level = "token"
+            raw = []
+            for row in rows:
+                ells = ref._ells(row)
+                if level == "sequence":
+                    raw.append([ref._exp(math.fsum(ells))] * len(ells))
+                else:
+                    raw.append([ref._exp(e) for e in ells])
+            keep = [[1] * len(ref._ells(row)) for row in rows]
+            want = ref.summary(rows, raw, w, keep)
+            got = comparison.summary(preset.name, step)
+            for figure, value in want.items():
+                if value is None:
+                    assert got[figure] is None
+                else:
+                    close(got[figure], value, f"{preset.name} {step} {figure}")
+
+
+def test_trl_mode_metrics_follow_the_mode() -> None:
+    rows = make_steps(2, steps=1)[0]
+    batch = ragged(rows, [0] * len(rows))
+    presets = trl_module.PRESETS
+    comparison = PresetComparison([NamedConfig(p.name, p.config, p.plan) for p in presets])
+    comparison.update(batch)
+    for preset in presets:
+        mode = preset.name.split(":")[1]
+        want = ref.trl(rows, mode, 3.0)
+        got = comparison.metrics(preset.name)
+        assert set(got) == set(want)  # no verl metric for another framework's mode
+        for name, value in want.items():
+            close(got[name], value, f"{mode} {name}")
+
+
+def test_slime_tis_metrics() -> None:
+    rows = make_steps(6, steps=1)[0]
+    batch = ragged(rows, [0] * len(rows))
+    plan = slime_module.tis_plan(0.0, 2.0)
+    comparison = PresetComparison([NamedConfig("t", {}, plan)])
+    comparison.update(batch)
+    got = comparison.metrics("t")
+    tis, clip, dev = [], [], []
+    for row in rows:
+        ratios = [ref._exp(e) for e in ref._ells(row)]
+        tis.append(ref._sample_mean(ratios))
+        clip.append(ref._sample_mean([float(min(max(r, 0.0), 2.0) != r) for r in ratios]))
+        dev.append(ref._sample_mean([abs(r - 1.0) for r in ratios]))
+    close(got["slime/tis"], math.fsum(tis) / len(rows), "tis")
+    close(got["slime/tis_clipfrac"], math.fsum(clip) / len(rows), "tis_clipfrac")
+    close(got["slime/tis_abs"], math.fsum(dev) / len(rows), "tis_abs")
