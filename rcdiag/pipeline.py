@@ -18,7 +18,7 @@ from typing import Any
 from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.checks.bootstrap import PoissonBootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
-from rcdiag.correction.engine import TokenView
+from rcdiag.correction.view import TokenView
 from rcdiag.errors import UsageError
 from rcdiag.frameworks.analysis import FrameworkMetrics
 from rcdiag.frameworks.base import Framework

@@ -25,7 +25,7 @@ from test_metrics_reference import (
 
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.config import ConfigError, parse_config
-from rcdiag.correction.engine import apply_correction
+from rcdiag.correction.outcome import apply_correction
 from rcdiag.correction.presets import PRESETS
 
 RTOL, ATOL = 1e-6, 1e-9

@@ -13,7 +13,7 @@ import test_reference_correction as hand
 
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.config import ConfigError, parse_config
-from rcdiag.correction.engine import apply_correction
+from rcdiag.correction.outcome import apply_correction
 from rcdiag.metrics.ragged import RaggedBatch
 
 NOT_ABOUT_THE_ENGINE = {

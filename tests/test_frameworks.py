@@ -11,8 +11,8 @@ import reference_frameworks as ref
 
 from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
-from rcdiag.correction.engine import TokenView
 from rcdiag.correction.external import keep_mask, ratio_tokens
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
 from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module

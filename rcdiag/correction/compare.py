@@ -14,17 +14,11 @@ from typing import Any
 import numpy as np
 
 from rcdiag.correction.config import CorrectionPlan
-from rcdiag.correction.engine import (
-    BatchNormalisation,
-    Component,
-    Getter,
-    Importance,
-    Metrics,
-    Outcome,
-    TokenView,
-    plan_components,
-)
+from rcdiag.correction.engine import Component, Getter, Metrics
 from rcdiag.correction.external import ExternalOutcome, ExternalPlan
+from rcdiag.correction.importance import BatchNormalisation, Importance
+from rcdiag.correction.outcome import Outcome, plan_components
+from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import GroupedStats, GroupIndex
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
@@ -140,7 +134,7 @@ class PresetComparison:
 
     def update(self, batch: RaggedBatch, view: TokenView | None = None) -> None:
         """Fold one batch into every configuration's statistics (``view``: the batch's shared
-        :class:`~rcdiag.correction.engine.TokenView`, when another consumer holds one)."""
+        :class:`~rcdiag.correction.view.TokenView`, when another consumer holds one)."""
         if batch.rows == 0:
             return
         self._finished.clear()

@@ -3,13 +3,13 @@
 A framework mode is a :class:`ModePlan`: how the framework turns the log ratio ℓ into IS weights
 (:class:`Weights`), which tokens or rows it drops from the loss mask (:class:`Band`, :class:`Veto`,
 :class:`TrustRegion`) and whether it renormalises the weights over the batch. Everything is computed
-on the shared :class:`~rcdiag.correction.engine.TokenView` of a batch, memoised by the part it
+on the shared :class:`~rcdiag.correction.view.TokenView` of a batch, memoised by the part it
 depends on: two modes with the same weights (or the same weights as a verl preset: a clamped token
 ratio is verl's ``raw_weights``) share one pass over the tokens.
 
 The summary figures (:data:`~rcdiag.correction.compare.SUMMARY_FIGURES`) come from
 :class:`ExternalOutcome`, with the same statistics as verl's
-:class:`~rcdiag.correction.engine.Outcome`; each framework adds a component for the metrics it logs
+:class:`~rcdiag.correction.outcome.Outcome`; each framework adds a component for the metrics it logs
 (:meth:`ExternalPlan.components`).
 """
 
@@ -22,14 +22,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from rcdiag.correction.engine import (
-    Component,
-    Getter,
-    Metrics,
-    RowStats,
-    TokenView,
-    raw_weights,
-)
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
+from rcdiag.correction.importance import raw_weights
+from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.ragged import F64, Bool, segment_max
 

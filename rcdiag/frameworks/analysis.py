@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rcdiag.assess.registry import judge_frameworks
-from rcdiag.correction.engine import Component, Metrics, TokenView
+from rcdiag.correction.engine import Component, Metrics
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.ragged import RaggedBatch

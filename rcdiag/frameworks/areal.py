@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Source, prefixed, rho
 from rcdiag.metrics.grouped import Kind
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, TokenView
+from rcdiag.correction.engine import Component
 from rcdiag.correction.external import ExternalPlan, Ratio, ratio_tokens
+from rcdiag.correction.view import TokenView
 from rcdiag.metrics.ragged import F64
 
 

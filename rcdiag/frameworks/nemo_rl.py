@@ -15,7 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Source, abs_log_ratio, prefixed
 from rcdiag.metrics.grouped import Kind
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView, unbiased_std
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, unbiased_std
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Source, abs_log_ratio, prefixed
 from rcdiag.metrics.grouped import Kind
 

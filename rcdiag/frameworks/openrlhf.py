@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind
 

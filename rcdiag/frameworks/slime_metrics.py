@@ -10,8 +10,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import Ratio, Weights, ratio_tokens
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import abs_log_ratio, prefixed, rho
 from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.ragged import F64

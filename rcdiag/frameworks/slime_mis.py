@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import (
     Band,
     Level,
@@ -20,6 +20,7 @@ from rcdiag.correction.external import (
     Weights,
     ratio_tokens,
 )
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import prefixed
 from rcdiag.frameworks.slime_metrics import ID, SAFETY_BOUND, SlimeLogged, _flag, _sample_means
 from rcdiag.metrics.grouped import Kind

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, TokenView
+from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
+from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind
 

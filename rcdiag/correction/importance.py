@@ -1,0 +1,131 @@
+"""Importance sampling: raw and applied weights, their metrics and batch normalisation
+(docs/correction.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rcdiag.correction.config import ISPlan
+from rcdiag.correction.engine import (
+    WEIGHT_KINDS,
+    Component,
+    Getter,
+    Metrics,
+    RowStats,
+    weight_metrics,
+    weight_row_stats,
+)
+from rcdiag.correction.view import TokenView
+from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.offpolicy import SAFETY_BOUND
+from rcdiag.metrics.ragged import (
+    F64,
+)
+
+# ----------------------------------------------------------------------------------------------
+# Importance sampling (docs/correction.md)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Token arrays of one IS configuration on one batch (0 at invalid positions)."""
+
+    raw: F64
+    applied: F64
+    row_log_ratio: F64 | None  # S_i at sequence level
+
+
+def raw_weights(view: TokenView, level: str) -> F64:
+    """R of every valid token (0 elsewhere): exp(clamp ℓ) at token level, exp(clamp S_i) broadcast
+    over the row at sequence level; shared by every configuration of that level."""
+    if level == "token":
+        return view.valid(np.exp(view.clamped))
+    row_weight = np.exp(np.clip(view.seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
+    return view.valid(view.broadcast(row_weight))
+
+
+@dataclass(frozen=True)
+class Importance(Component):
+    """IS weights of one level and band; metrics from W (latest) or R (legacy)."""
+
+    plan: ISPlan
+    dialect: str
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        **WEIGHT_KINDS,
+        "oob": "sum",
+        "applied_sum": "sum",
+        "applied_row_mean": "sum",
+        "applied_sq": "sum",
+    }
+
+    def weights(self, view: TokenView) -> Weights:
+        """R and W before batch normalisation (docs/correction.md, 'Importance sampling', steps 1–2)."""
+        return view.memo(self.weights_key, lambda: self._weights(view))
+
+    @property
+    def weights_key(self) -> tuple[Any, ...]:
+        """What the weights depend on (not the dialect nor batch normalisation)."""
+        return ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
+
+    def _weights(self, view: TokenView) -> Weights:
+        plan = self.plan
+        row = None if plan.level == "token" else view.seq_sum
+        raw = view.memo(("raw_weights", plan.level), lambda: raw_weights(view, plan.level))
+        if plan.icepop:
+            applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
+        else:
+            applied = np.minimum(raw, plan.hi)
+        return Weights(raw, applied, row)
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        plan, w = self.plan, self.weights(view)
+        legacy = self.dialect == "legacy"
+        measured = w.raw if legacy else w.applied
+        # latest: W already lies in [0, hi] (0 at invalid positions), so clip(W, 0, hi) is W
+        band = view.valid(np.clip(w.raw, plan.lo, plan.hi)) if legacy else w.applied
+        stats = weight_row_stats(view, w.raw, measured, band, w.row_log_ratio, plan.lo, plan.hi)
+        stats["oob"] = view.count((w.raw < plan.lo) | (w.raw > plan.hi))
+        stats["applied_sum"] = view.row_sum(w.applied)
+        stats["applied_row_mean"] = view.row_mean(w.applied)
+        stats["applied_sq"] = view.row_sum(view.squares(w.applied))
+        return stats
+
+    def batch_norm_factor(self, get: Getter) -> float:
+        """The batch-normalisation μ (docs/correction.md), or 1.0 when μ ≤ 1e-8 (weights unchanged)."""
+        if self.plan.level == "token":
+            mu = get("applied_sum") / get("valid_tokens")
+        else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
+            rows = get("rows") if self.dialect == "legacy" else get("nonempty_rows")
+            mu = get("applied_row_mean") / rows if rows else 0.0
+        return mu if mu > 1e-8 else 1.0
+
+    def metrics(self, get: Getter) -> Metrics:
+        prefix = "rollout_corr/rollout_is_"
+        metrics = weight_metrics(get, prefix, self.plan.level == "token")
+        if self.plan.icepop:
+            metrics[f"{prefix}oob_ratio"] = get("oob") / get("valid_tokens")
+        if self.plan.batch_normalize:
+            metrics[f"{prefix}batch_norm_factor"] = self.batch_norm_factor(get)
+        return metrics
+
+
+@dataclass(frozen=True)
+class BatchNormalisation(Component):
+    """Only what an IS configuration's batch-normalisation μ reads (a sweep point's summary needs
+    μ, not the IS metrics)."""
+
+    plan: ISPlan
+    dialect: str
+
+    kinds: ClassVar[dict[str, Kind]] = {"applied_sum": "sum", "applied_row_mean": "sum"}
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        applied = Importance(self.plan, self.dialect).weights(view).applied
+        return {"applied_sum": view.row_sum(applied), "applied_row_mean": view.row_mean(applied)}
+
+    def metrics(self, get: Getter) -> Metrics:
+        return {}

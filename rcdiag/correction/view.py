@@ -1,0 +1,182 @@
+"""The per-batch arrays every configuration shares (docs/correction.md, "Streaming").
+
+A :class:`TokenView` of one :class:`~rcdiag.metrics.ragged.RaggedBatch` holds ℓ, its clamp, the
+per-row sums and counts, and memoises what configurations compute from them (weights, criteria,
+keep masks), so comparing many presets costs one pass each over the tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from functools import cached_property
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rcdiag.metrics.grouped import Moments
+from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor, masked_log_ratio
+from rcdiag.metrics.ragged import (
+    F64,
+    I64,
+    Bool,
+    RaggedBatch,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
+
+T = TypeVar("T")
+
+
+class TokenView:
+    """Per-batch token and row arrays shared by every configuration."""
+
+    def __init__(self, batch: RaggedBatch) -> None:
+        self.batch = batch
+        self.offsets = batch.offsets
+        self.mask = batch.mask
+        self.log_ratio = masked_log_ratio(batch)
+        self._memo: dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` once per batch for ``key``: configurations share weights and criteria."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @cached_property
+    def clamped(self) -> F64:
+        """clamp(ℓ, ±20), 0 at invalid positions."""
+        return np.clip(self.log_ratio, -SAFETY_BOUND, SAFETY_BOUND)
+
+    @cached_property
+    def n(self) -> F64:
+        if self.batch.all_valid:
+            return self.batch.lengths.astype(np.float64)
+        return segment_sum(self.mask, self.offsets)
+
+    @cached_property
+    def nonempty(self) -> Bool:
+        return self.n > 0
+
+    @cached_property
+    def seq_sum(self) -> F64:
+        """S_i = Σ_valid ℓ (unclamped; 0 for an empty row)."""
+        return segment_sum(self.log_ratio, self.offsets)
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return self.batch.lengths
+
+    def broadcast(self, per_row: np.ndarray) -> np.ndarray:
+        """A row value on every position of the row (masked positions included)."""
+        return np.repeat(per_row, self.lengths)
+
+    def row_sum(self, token_values: F64) -> F64:
+        """Σ over each row's positions, computed once per array and batch (weights and statistics
+        are shared by configurations, and several metrics sum the same array)."""
+        # the memo keeps the array alive, so its id cannot be reused while the view lives
+        key = ("row_sum", id(token_values))
+        return self.memo(key, lambda: (token_values, segment_sum(token_values, self.offsets)))[1]
+
+    def valid(self, token_values: F64, fill: float = 0.0) -> F64:
+        """The values at valid positions and ``fill`` elsewhere (no copy when all are valid)."""
+        return token_values if self.batch.all_valid else np.where(self.mask, token_values, fill)
+
+    def row_mean(self, token_values: F64) -> F64:
+        """verl's per-row masked mean Σ_valid x / n_i (0 for an empty row); token_values must be 0
+        where invalid."""
+        return self.row_sum(token_values) / count_divisor(self.n)
+
+    def token_moments(self, token_values: F64) -> Moments:
+        """Per-row count, mean and M2 of the values at valid positions."""
+        n = self.n
+        sums = (
+            self.row_sum(token_values)
+            if self.batch.all_valid
+            else segment_sum(self.valid(token_values), self.offsets)
+        )
+        mean = np.divide(sums, n, out=np.zeros_like(n), where=n > 0)
+        deviation = self.valid(token_values - self.broadcast(mean))
+        np.square(deviation, out=deviation)
+        return Moments(n, mean, segment_sum(deviation, self.offsets))
+
+    def row_moments(self, per_row: F64, include: Bool | None = None) -> Moments:
+        """Moments of one value per row (rows outside ``include`` left out)."""
+        count = np.ones(per_row.size) if include is None else include.astype(np.float64)
+        return Moments(count, np.where(count > 0, per_row, 0.0), np.zeros(per_row.size))
+
+    def repeated_row_moments(self, per_row: F64) -> Moments:
+        """Moments of a row value repeated on each of the row's valid tokens."""
+        return Moments(self.n, np.where(self.nonempty, per_row, 0.0), np.zeros(per_row.size))
+
+    def valid_max(self, token_values: F64) -> F64:
+        return segment_max(self.valid(token_values, -np.inf), self.offsets)
+
+    def valid_min(self, token_values: F64) -> F64:
+        return segment_min(self.valid(token_values, np.inf), self.offsets)
+
+    def count(self, token_flags: Bool) -> F64:
+        """Per-row count of valid positions where the flag holds."""
+        if not self.batch.all_valid:
+            token_flags = token_flags & self.mask
+        if not token_flags.any():
+            return np.zeros(self.offsets.size - 1)
+        return segment_sum(token_flags, self.offsets)
+
+    @cached_property
+    def runs(self) -> tuple[I64, I64]:
+        """The runs of consecutive rows of one step: their token offsets and their steps.
+
+        A statistic that is only ever summed (or maximised) per step needs no per-row value; it is
+        reduced once per run, usually once per batch (docs/correction.md, "Streaming").
+        """
+        return self.offsets[self.row_runs], self.batch.steps[self.row_runs[:-1]]
+
+    def run_sum(self, values: F64, weights: F64 | None = None) -> F64:
+        """Σ values (· weights) over the tokens of each run."""
+        token_offsets, _ = self.runs
+        if token_offsets.size == 2:  # one run: a BLAS dot product, no temporary array
+            total = values.sum() if weights is None else np.dot(values, weights)
+            return np.array([total], dtype=np.float64)
+        return segment_sum(values if weights is None else values * weights, token_offsets)
+
+    @cached_property
+    def row_runs(self) -> I64:
+        """The first row of each run (:attr:`runs`), and the number of rows at the end."""
+        steps = self.batch.steps
+        return np.append(np.flatnonzero(np.diff(steps, prepend=steps[:1] - 1)), steps.size)
+
+    def run_row_sum(self, per_row: F64) -> F64:
+        """Σ of a per-row value over the rows of each run."""
+        return np.add.reduceat(per_row, self.row_runs[:-1]) if per_row.size else np.zeros(0)
+
+    def run_row_max(self, per_row: F64) -> F64:
+        """The largest per-row value of each run."""
+        return np.maximum.reduceat(per_row, self.row_runs[:-1]) if per_row.size else np.zeros(0)
+
+    def row_max(self, token_values: F64) -> F64:
+        """Each row's largest value over all its positions (−inf for an empty row), once per
+        array and batch."""
+        key = ("row_max", id(token_values))
+        return self.memo(key, lambda: (token_values, segment_max(token_values, self.offsets)))[1]
+
+    def run_max(self, values: F64, weights: F64 | None = None) -> F64:
+        """The largest value (· weights) of each run (−inf for a run without tokens); ``values``
+        and ``weights`` ≥ 0."""
+        token_offsets, _ = self.runs
+        if token_offsets.size == 2 and values.size:
+            top = int(np.argmax(values))  # usually kept: then no product is needed
+            if weights is None or weights[top] == 1.0:
+                return values[top : top + 1].copy()
+        return segment_max(values if weights is None else values * weights, token_offsets)
+
+    def squares(self, token_values: F64) -> F64:
+        """token_values², computed once per array and batch."""
+        key = ("squares", id(token_values))
+        return self.memo(key, lambda: (token_values, token_values * token_values))[1]
+
+    @cached_property
+    def mask_weights(self) -> F64:
+        """The mask as 0.0 / 1.0, for dot products."""
+        return self.mask.astype(np.float64)
