@@ -8,17 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from rcdiag.metrics.offpolicy import row_statistics
-from rcdiag.metrics.profile import (
+from rcdiag.metrics.bins import (
     LOG2_BUCKETS,
     ROLLOUT_PROB_EDGES,
     SIGNED_LOG_EDGES,
-    MismatchProfile,
     log2_bucket_label,
     position_runs,
     rollout_prob_bucket,
     signed_log_bin,
 )
+from rcdiag.metrics.offpolicy import row_statistics
+from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import RaggedBatch
 
 

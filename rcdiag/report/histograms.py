@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from rcdiag.assess.references import CATASTROPHIC_RATIO, RATIO_BAND, geo_band
 from rcdiag.formatting import short
-from rcdiag.metrics.profile import LOG_MAGNITUDE_RANGE
+from rcdiag.metrics.bins import LOG_MAGNITUDE_RANGE
 from rcdiag.report.figures import BLUE, FAIL, PURPLE, TEAL, WARN, Chart, base_layout, plotly_figure
 
 
