@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
-from rcdiag.io.reader import ColumnNames, StepSelection
+from rcdiag.io.files import ColumnNames, StepSelection
 from rcdiag.pipeline import DumpSpec
 
 PathLike = str | os.PathLike[str]

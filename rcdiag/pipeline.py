@@ -22,7 +22,8 @@ from rcdiag.correction.view import TokenView
 from rcdiag.errors import UsageError
 from rcdiag.frameworks.analysis import FrameworkMetrics
 from rcdiag.frameworks.base import Framework
-from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection, prefetch
+from rcdiag.io.files import ColumnNames, StepSelection
+from rcdiag.io.reader import DumpReader, prefetch
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
 

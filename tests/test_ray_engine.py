@@ -16,7 +16,7 @@ import pytest
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.reader import StepSelection
+from rcdiag.io.files import StepSelection
 from rcdiag.io.writer import write_dump
 from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
 from rcdiag.ray_engine import KILL_ONCE_VARIABLE

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rcdiag.io.reader import DumpReader, discover
+from rcdiag.io.files import discover
+from rcdiag.io.reader import DumpReader
 from tests.dumps import simple_columns, write_table
 
 

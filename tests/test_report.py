@@ -89,7 +89,7 @@ def test_document_is_strict_json() -> None:
 
 
 def test_step_selection_is_reported_and_rows_stay_located() -> None:
-    from rcdiag.io.reader import StepSelection
+    from rcdiag.io.files import StepSelection
 
     spec = DumpSpec([str(DRIFT)], selection=StepSelection.parse(steps="15:"))
     doc = build_report_document(spec, ReportOptions(top_k=3)).to_json()

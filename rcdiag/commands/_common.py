@@ -21,8 +21,8 @@ from rich.markup import escape
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
 from rcdiag.frameworks.base import Framework
+from rcdiag.io.files import discover
 from rcdiag.io.paths import check_outputs, printable
-from rcdiag.io.reader import discover
 from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe

@@ -1,6 +1,7 @@
 """Reading and writing dumps: schema, discovery, streaming parquet readers, atomic writers."""
 
-from rcdiag.io.reader import ColumnNames, DumpReader, StepSelection
+from rcdiag.io.files import ColumnNames, StepSelection
+from rcdiag.io.reader import DumpReader
 from rcdiag.io.writer import atomic_write, write_dump
 
 __all__ = ["ColumnNames", "DumpReader", "StepSelection", "atomic_write", "write_dump"]

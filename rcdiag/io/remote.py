@@ -187,7 +187,7 @@ def filesystem(raw: str, storage_options: Mapping[str, Any] | None = None) -> tu
 def _is_parquet(key: str, root: str) -> bool:
     """A parquet file under ``root`` that is not hidden (no part of its relative path starts with
     ``.`` or ``_``, as for local directories)."""
-    from rcdiag.io.reader import PARQUET_SUFFIXES
+    from rcdiag.io.files import PARQUET_SUFFIXES
 
     relative = PurePosixPath(key).relative_to(PurePosixPath(root)) if root else PurePosixPath(key)
     return PurePosixPath(key).suffix.lower() in PARQUET_SUFFIXES and not any(
