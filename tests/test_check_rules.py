@@ -16,17 +16,9 @@ from rcdiag.checks.defaults import (
     default_rules,
     from_band,
 )
-from rcdiag.checks.rules import (
-    AGGREGATIONS,
-    Bound,
-    CheckSettings,
-    MetricCatalog,
-    Rule,
-    parse_rule,
-    parse_rules_toml,
-    referenced_presets,
-    validate_rules,
-)
+from rcdiag.checks.rules import AGGREGATIONS, Bound, CheckSettings, Rule, parse_rule
+from rcdiag.checks.rules_file import parse_rules_toml
+from rcdiag.checks.validation import MetricCatalog, referenced_presets, validate_rules
 from rcdiag.errors import UsageError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -19,17 +19,9 @@ from rcdiag.checks.evaluate import (
     diagnosis_results,
     evaluate_rules,
 )
-from rcdiag.checks.rules import (
-    SETTING_NAMES,
-    CheckSettings,
-    MetricCatalog,
-    Rule,
-    RuleSet,
-    parse_rule,
-    parse_rules_toml,
-    referenced_presets,
-    validate_rules,
-)
+from rcdiag.checks.rules import SETTING_NAMES, CheckSettings, Rule, RuleSet, parse_rule
+from rcdiag.checks.rules_file import parse_rules_toml
+from rcdiag.checks.validation import MetricCatalog, referenced_presets, validate_rules
 from rcdiag.correction.compare import NamedConfig
 from rcdiag.correction.loading import files_dialect, read_config_file, resolve_configs
 from rcdiag.correction.presets import PRESETS
