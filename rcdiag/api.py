@@ -114,7 +114,7 @@ def analyze(
     options = AnalyzeOptions(
         dialect=dialect_of(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
     )
-    return analyze_dump(spec, options, progress, frameworks_of(frameworks, "frameworks"))
+    return analyze_dump(spec, options, progress, frameworks_of(frameworks, "--frameworks"))
 
 
 @documented
@@ -239,7 +239,7 @@ def report(
     explicit = dialect_of(dialect)
     if top < 0:
         raise UsageError(f"top must be ≥ 0, got {top}")
-    chosen = frameworks_of(frameworks, "frameworks")
+    chosen = frameworks_of(frameworks, "--frameworks")
     if from_json is not None:
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,8 @@ def _connect(ray: Any, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        _check_reachable(address)
     try:
         ray.init(
             address=address,
@@ -142,6 +145,25 @@ def _connect(ray: Any, address: str | None) -> bool:
         where = address or "a local Ray"
         raise UsageError(f"--engine ray: cannot start or reach {where} ({exc})") from None
     return True
+
+
+CONNECT_SECONDS = 5.0
+"""How long to wait for a cluster's port to answer before giving up (Ray itself retries for
+minutes, printing warnings)."""
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a ``host:port`` (or ``ray://host:port``) where nothing listens; other forms
+    (``auto``, ``local``) are left to Ray."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise UsageError(
+            f"--ray-address {address}: no Ray cluster answers there ({exc.strerror or exc})"
+        ) from None
 
 
 def _result(ray: Any, ref: Any) -> FilePass:

@@ -191,3 +191,11 @@ def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(UsageError, match=r"rcdiag\[ray\]"):
         run(DumpSpec([str(SAMPLES / "fp8.parquet")], engine="ray"), Request())
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once() -> None:
+    from rcdiag.ray_engine import _check_reachable
+
+    with pytest.raises(UsageError, match=r"--ray-address 127\.0\.0\.1:1: no Ray cluster answers"):
+        _check_reachable("127.0.0.1:1")
+    _check_reachable("auto")  # left to Ray
