@@ -224,17 +224,9 @@ class PresetComparison:
         config = self.configs[name]
         if isinstance(config.plan, ExternalPlan):
             return self._external_summary(config.plan.outcome(), step, base)
-        outcome = Outcome(config.plan)
-        get = self._getter(outcome, step, base)
+        get = self._getter(Outcome(config.plan), step, base)
         kept = get("kept")
-        figures: dict[str, float | None] = {
-            "kept_token_share": kept / valid,
-            "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
-            "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
-            "weight_mass_removed": None,
-            "ess": None,
-            "max_weight": None,
-        }
+        figures = kept_figures(get, valid, nonempty)
         if kept == 0:
             return figures
         if config.plan.importance is None:
@@ -259,15 +251,8 @@ class PresetComparison:
     ) -> dict[str, float | None]:
         """The figures of another framework's mode, as for verl's (weights there may be ∞)."""
         get = self._getter(outcome, step, base)
-        valid, nonempty, kept = base["valid_tokens"], base["nonempty_rows"], get("kept")
-        figures: dict[str, float | None] = {
-            "kept_token_share": kept / valid,
-            "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
-            "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
-            "weight_mass_removed": None,
-            "ess": None,
-            "max_weight": None,
-        }
+        kept = get("kept")
+        figures = kept_figures(get, base["valid_tokens"], base["nonempty_rows"])
         if kept == 0:
             return figures
         if outcome.plan.weights is None:
@@ -281,6 +266,19 @@ class PresetComparison:
         figures["ess"] = applied * applied / (kept * squares) if squares > 0 else math.nan
         figures["max_weight"] = get("kept_applied_max") / outcome.normalisation(get)
         return figures
+
+
+def kept_figures(get: Getter, valid: float, nonempty: float) -> dict[str, float | None]:
+    """The shares of tokens and sequences a configuration keeps; the weight figures left None
+    (filled by the caller when the configuration has IS and keeps a token)."""
+    return {
+        "kept_token_share": get("kept") / valid,
+        "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
+        "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
+        "weight_mass_removed": None,
+        "ess": None,
+        "max_weight": None,
+    }
 
 
 def worst_steps(step_summaries: Sequence[tuple[int, Mapping[str, float | None]]]) -> dict[str, Any]:

@@ -141,15 +141,8 @@ class Outcome(Component):
         if row_keep is not None:
             return self._row_kept_sums(view, row_keep)
         keep = self._kept_weights(view)
-        if plan.importance is None:  # every kept token has weight 1
-            kept = view.run_sum(view.mask_weights if keep is None else keep)
-            ones = np.where(kept > 0, 1.0, -np.inf)
-            return {
-                "kept_raw": kept,
-                "kept_applied": kept,
-                "kept_applied_sq": kept,
-                "kept_applied_max": ones,
-            }
+        if plan.importance is None:
+            return _unit_weights(view.run_sum(view.mask_weights if keep is None else keep))
         importance = Importance(plan.importance, plan.dialect)
         weights, weights_key = importance.weights(view), importance.weights_key
 
@@ -175,13 +168,7 @@ class Outcome(Component):
         kept_rows = row_keep.astype(np.float64)
         kept = view.run_row_sum(view.n * kept_rows)
         if self.plan.importance is None:
-            ones = np.where(kept > 0, 1.0, -np.inf)
-            return {
-                "kept_raw": kept,
-                "kept_applied": kept,
-                "kept_applied_sq": kept,
-                "kept_applied_max": ones,
-            }
+            return _unit_weights(kept)
         weights = Importance(self.plan.importance, self.plan.dialect).weights(view)
         applied = weights.applied
         return {
@@ -199,6 +186,16 @@ class Outcome(Component):
             "rollout_corr/rollout_rs_masked_fraction": get("rejected") / get("valid_tokens"),
             "rollout_corr/rollout_rs_seq_masked_fraction": get("rejected_rows") / get("rows"),
         }
+
+
+def _unit_weights(kept: F64) -> dict[str, F64]:
+    """The kept sums without IS: every kept token has weight 1 (``kept`` tokens per run)."""
+    return {
+        "kept_raw": kept,
+        "kept_applied": kept,
+        "kept_applied_sq": kept,
+        "kept_applied_max": np.where(kept > 0, 1.0, -np.inf),
+    }
 
 
 def apply_correction(batch: RaggedBatch, plan: CorrectionPlan) -> tuple[F64 | None, Bool]:
