@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +30,7 @@ from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.offpolicy import SAFETY_BOUND
 from rcdiag.metrics.ragged import (
     F64,
+    I64,
     Bool,
     segment_sum,
 )
@@ -50,12 +52,30 @@ def divergence(view: TokenView, name: str) -> F64:
 
 @dataclass(frozen=True)
 class Judged:
-    """What one rejection rule decided on a batch."""
+    """What one rejection rule decided on a batch: per position (token rules), or per row (row
+    rules, whose per-position mask is built only when something asks for it: a configuration
+    whose rules all judge rows never does)."""
 
-    keep: Bool  # per position; False only at valid positions it rejects
+    token_keep: Bool | None = None
     token_statistic: F64 | None = None
     row_statistic: F64 | None = None
     row_keep: Bool | None = None
+    lengths: I64 | None = None  # of the rows, with ``mask``: to spread a row decision
+    mask: Bool | None = None
+
+    @cached_property
+    def keep(self) -> Bool:
+        """Per position; False only at valid positions the rule rejects."""
+        if self.token_keep is not None:
+            return self.token_keep
+        assert self.row_keep is not None and self.lengths is not None and self.mask is not None
+        return np.repeat(self.row_keep, self.lengths) | ~self.mask
+
+    def rejected(self, view: TokenView) -> F64:
+        """Per-row count of the valid tokens the rule rejects (all of a rejected row's)."""
+        if self.row_keep is not None:
+            return np.where(self.row_keep, 0.0, view.n)
+        return view.count(~self.keep)
 
 
 @dataclass(frozen=True)
@@ -92,15 +112,16 @@ class Rejection(Component):
             return (statistic >= lower) & below if two_sided else below
 
         if aggregation == "token":
-            return Judged(accepted(k) | ~view.mask, token_statistic=k)
+            return Judged(token_keep=accepted(k) | ~view.mask, token_statistic=k)
         if aggregation == "sum":
             row = segment_sum(k, view.offsets)
         elif aggregation == "mean":
             row = view.row_mean(k)
         else:
             row = np.where(view.nonempty, view.valid_max(k), 0.0)
-        row_keep = accepted(row)
-        return Judged(view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep)
+        return Judged(
+            row_statistic=row, row_keep=accepted(row), lengths=view.lengths, mask=view.mask
+        )
 
     def row_stats(self, view: TokenView) -> RowStats:
         judged = self.judge(view)
@@ -129,7 +150,7 @@ class Rejection(Component):
                 "low": ((row < lower) & nonempty).astype(np.float64),
                 "band": view.repeated_row_moments(np.clip(row, lower, upper)),
             }
-        rejected = view.count(~judged.keep)
+        rejected = judged.rejected(view)
         stats.update(
             {
                 "seq": view.row_moments(values, nonempty),
@@ -205,10 +226,10 @@ class LegacyRejectionRule(Component):
         token_ratio, row = self.ratio(view)
         if row is None:
             keep = ((token_ratio >= lower) & (token_ratio <= upper)) | ~view.mask
-            return Judged(keep, token_statistic=token_ratio)
+            return Judged(token_keep=keep, token_statistic=token_ratio)
         row_ratio = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
         row_keep = (row_ratio >= lower) & (row_ratio <= upper)
-        return Judged(view.broadcast(row_keep) | ~view.mask, row_statistic=row, row_keep=row_keep)
+        return Judged(row_statistic=row, row_keep=row_keep, lengths=view.lengths, mask=view.mask)
 
     def row_stats(self, view: TokenView) -> RowStats:
         lower, upper = self.rule.lower, self.rule.upper
@@ -216,7 +237,7 @@ class LegacyRejectionRule(Component):
         band = np.where(view.mask, np.clip(ratio, lower, upper), 0.0)
         stats = weight_row_stats(view, ratio, ratio, band, row, lower, upper)
         judged = self.judge(view)
-        rejected = view.count(~judged.keep)
+        rejected = judged.rejected(view)
         stats["rejected"] = rejected
         stats["rejected_rows"] = (rejected > 0).astype(np.float64)
         # sequence/geometric: verl averages (1 − keep flag) over rows, empty rows included
