@@ -16,6 +16,7 @@ import pytest
 from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.errors import InputError, UsageError
+from rcdiag.frameworks import FRAMEWORKS
 from rcdiag.io.files import StepSelection
 from rcdiag.io.writer import write_dump
 from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
@@ -58,6 +59,7 @@ def full_request(dialect: str = "latest") -> Request:
         summary_only=[c for s in sweeps for c in s.configs],
         profile_top_k=5,
         bootstrap=BootstrapRequest(replicates=40, seed=3, stream=0),
+        frameworks=tuple(FRAMEWORKS.values()),
     )
 
 
@@ -75,6 +77,7 @@ def snapshot(spec: DumpSpec, request: Request) -> dict[str, Any]:
         "profile": done.profile.result(),
         "replicates": {k: v.tolist() for k, v in (done.replicates() or {}).items()},
         "counts": (done.reader.dropped_nonfinite, done.reader.positive_log_probs),
+        "frameworks": [r.to_json() for r in done.frameworks.results()] if done.frameworks else [],
     }
     for name in comparison.configs:
         full = name in request_names(request)  # sweep points are kept for the whole dump only
