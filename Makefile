@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,torch,ray]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,torch,ray,polars]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -57,12 +57,24 @@ clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache
 
 # What `pip install rcdiag` costs: a fresh venv in a temporary directory with the base install (no
-# extras), its size and largest packages; checks that torch is not pulled in and that `rcdiag analyze`
-# runs, then removes it.
+# extras); checks that no extra (torch, polars, plotly, pandas) is pulled in and that every command
+# runs; prints the venv's size before and after the install (du, MiB) and the largest packages; fails
+# when the install adds INSTALL_LIMIT_MB or more. Then removes it.
+INSTALL_LIMIT_MB ?= 300
+
 install-size:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(PYTHON) -m venv "$$tmp/venv" && "$$tmp/venv/bin/python" -m pip install --quiet . && \
-	if "$$tmp/venv/bin/python" -c "import torch" 2>/dev/null; then echo "torch was installed"; exit 1; fi && \
-	"$$tmp/venv/bin/rcdiag" analyze sample_data/bf16.parquet --quiet && \
-	echo "base install: $$(du -sm "$$tmp/venv" | cut -f1) MB (torch not installed); largest:" && \
-	cd "$$tmp"/venv/lib/python*/site-packages && du -sm * | sort -rn | head -6
+	$(PYTHON) -m venv "$$tmp/venv" && empty=$$(du -sm "$$tmp/venv" | cut -f1) && \
+	"$$tmp/venv/bin/python" -m pip install --quiet . && \
+	for extra in torch polars plotly pandas; do \
+		if "$$tmp/venv/bin/python" -c "import $$extra" 2>/dev/null; then echo "$$extra was installed"; exit 1; fi; \
+	done && \
+	"$$tmp/venv/bin/rcdiag" analyze sample_data/drift --quiet --csv "$$tmp/steps.csv" && \
+	"$$tmp/venv/bin/rcdiag" compare-presets sample_data/drift --quiet && \
+	"$$tmp/venv/bin/rcdiag" report sample_data/drift --quiet -o "$$tmp/report.html" && \
+	"$$tmp/venv/bin/rcdiag" check sample_data/drift --quiet -r "rollout_corr/kl.overall < 1" >/dev/null && \
+	total=$$(du -sm "$$tmp/venv" | cut -f1) && \
+	echo "base install: the fresh venv $$empty MB (pip, setuptools), with rcdiag $$total MB: rcdiag adds $$((total - empty)) MB (limit $(INSTALL_LIMIT_MB)); apparent size $$(du -sm --apparent-size "$$tmp/venv" | cut -f1) MB" && \
+	echo "analyze, compare-presets, report and check ran; largest packages (MB):" && \
+	(cd "$$tmp"/venv/lib/python*/site-packages && du -sm * | sort -rn | head -8) && \
+	test $$((total - empty)) -lt $(INSTALL_LIMIT_MB)

@@ -3,11 +3,12 @@
 :func:`analyze`, :func:`compare_presets`, :func:`report` (:func:`write_report` writes its page),
 :func:`check` and :func:`baseline` (from :mod:`rcdiag.checks.api`), all also ``rcdiag.<name>``. Each
 reads the dump once, as its command does, and returns the command's typed result
-(:mod:`rcdiag.model`): ``overall`` (metric → value), ``steps`` (a polars DataFrame, one row per step),
-``diagnosis``, ``to_json()`` (what ``--json`` writes) and ``to_pandas()``. The keyword arguments
-mirror the command-line flags (``--veto-threshold`` is ``veto_threshold=``); the commands call these
-functions for everything they compute. Errors are :class:`~rcdiag.errors.InputError` (the dump) and
-:class:`~rcdiag.errors.UsageError` (the arguments), with the one-line message the command prints.
+(:mod:`rcdiag.model`): ``overall`` (metric → value), ``steps`` (a polars DataFrame, one row per
+step), ``diagnosis``, ``to_json()`` (what ``--json`` writes), ``to_arrow()`` and ``to_pandas()``.
+The keyword arguments mirror the command-line flags (``--veto-threshold`` is ``veto_threshold=``);
+the commands call these functions for everything they compute. Errors are
+:class:`~rcdiag.errors.InputError` (the dump) and :class:`~rcdiag.errors.UsageError` (the
+arguments), with the one-line message the command prints.
 
 Example:
     >>> import tempfile, rcdiag

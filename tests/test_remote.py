@@ -106,7 +106,7 @@ def test_storage_options_globs_files_and_the_api(
         "--storage-option", f"endpoint_url={aws}", "--csv", out, "-q",
     )  # fmt: skip
     assert code == 0, err
-    assert out.read_text().splitlines()[1].startswith("1,decoupled_token_is,")
+    assert out.read_text().splitlines()[1].startswith('1,"decoupled_token_is",')
     result = rcdiag.analyze(
         ["s3://bucket/run/step=3/part-0.parquet", "s3://bucket/run/step=4/"],
         storage_options={"endpoint_url": aws},

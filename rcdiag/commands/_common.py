@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -26,6 +26,10 @@ from rcdiag.io.paths import check_outputs, printable
 from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe
+from rcdiag.model.tables import encode_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -147,15 +151,12 @@ def outputs(
     return check_outputs(given, read)
 
 
-def write_table(path: Path, frame: Any, kind: str) -> None:
-    """Write a polars DataFrame as CSV or parquet (``kind``) atomically; an unwritable path is
-    exit 2."""
+def write_table(path: Path, table: pa.Table, kind: str) -> None:
+    """Write a result's table (``to_arrow()``) as CSV or parquet (``kind``) atomically; an
+    unwritable path is exit 2."""
     try:
         with atomic_write(path, "wb") as handle:
-            if kind == "csv":
-                frame.write_csv(handle)
-            else:
-                frame.write_parquet(handle)
+            encode_table(table, handle, kind)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UsageError(f"{path}: cannot write ({reason})") from None

@@ -118,7 +118,7 @@ def analyze(
             write_output(written["--json"], document.to_json())
         for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
             if option in written:
-                write_table(written[option], document.steps, kind)
+                write_table(written[option], document.to_arrow(), kind)
     if not quiet:
         show(document)
         for option in ("--json", "--csv", "--parquet"):

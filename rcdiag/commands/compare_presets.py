@@ -185,7 +185,7 @@ def compare_presets(
             write_output(written["--json"], document)
         for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
             if option in written:
-                write_table(written[option], result.steps, kind)
+                write_table(written[option], result.to_arrow(), kind)
     if quiet:
         return
     show(document, sort, dict(result.recommendation or {}))

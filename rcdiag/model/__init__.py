@@ -13,8 +13,9 @@ Documents:
 * :class:`Baseline` — ``rcdiag baseline``;
 * :class:`CheckResult` — ``rcdiag check --json``, with the analysis the rules read.
 
-The results a notebook reads also have tables (polars DataFrames, imported when first asked for):
-``steps`` (one row per step; per step and configuration for a comparison) and ``to_pandas()``
+The results a notebook reads also have tables, built as pyarrow Tables (``to_arrow()``), shown as
+polars DataFrames (``steps``: one row per step, per step and configuration for a comparison; polars
+is the ``polars`` extra, imported when first asked for) and converted by ``to_pandas()``
 (docs/python-api.md).
 
 Their parts: :class:`SourceInfo`, :class:`RunOptions`, :class:`StepResult`, :class:`MetricStatus`,

@@ -16,12 +16,13 @@ from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, Number, safe_number, safe_numbers
-from rcdiag.model.frames import cached, step_frame, to_pandas
 from rcdiag.model.frameworks import FrameworkResult, read_frameworks
+from rcdiag.model.tables import cached, polars_frame, step_table, to_pandas
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
+    import pyarrow as pa
 
 Metrics = Mapping[str, Number]
 """Metric name → value (None: not defined, e.g. a step without valid tokens, or not finite)."""
@@ -237,12 +238,16 @@ class AnalysisResult(JsonRecord):
     def steps(self) -> pl.DataFrame:
         """The metrics of each step as a polars DataFrame, one row per step: ``step``, ``rows``,
         ``valid_tokens``, then one Float64 column per metric (null where not defined), the values
-        of ``to_json()["steps"]`` (docs/python-api.md)."""
-        return cached(self, "steps", lambda: step_frame(self.step_results))
+        of ``to_json()["steps"]`` (docs/python-api.md). Needs polars (``rcdiag[polars]``)."""
+        return polars_frame(self.to_arrow(), "steps", "result")
+
+    def to_arrow(self) -> pa.Table:
+        """:attr:`steps` as a pyarrow Table (what ``--csv`` and ``--parquet`` write)."""
+        return cached(self, "steps", lambda: step_table(self.step_results))
 
     def to_pandas(self) -> pandas.DataFrame:
         """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
-        return to_pandas(self.steps)
+        return to_pandas(self.to_arrow())
 
     def to_json(self) -> dict[str, Any]:
         out = {

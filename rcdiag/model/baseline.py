@@ -20,11 +20,12 @@ from rcdiag.metrics.ragged import F64
 from rcdiag.model.analysis import Metrics, RunOptions, SourceInfo, StepResult, read_steps
 from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, Origin, json_safe, safe_numbers, shown
-from rcdiag.model.frames import cached, step_frame, to_pandas
+from rcdiag.model.tables import cached, polars_frame, step_table, to_pandas
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
+    import pyarrow as pa
 
 BASELINE_KIND = "rcdiag-baseline"
 """The ``kind`` field of a baseline document (an analyze JSON is not a baseline)."""
@@ -74,12 +75,16 @@ class Baseline(JsonRecord):
     @property
     def steps(self) -> pl.DataFrame:
         """The reference run's metrics of each step as a polars DataFrame (as
-        :attr:`rcdiag.model.AnalysisResult.steps`)."""
-        return cached(self, "steps", lambda: step_frame(self.step_results))
+        :attr:`rcdiag.model.AnalysisResult.steps`; needs polars: ``rcdiag[polars]``)."""
+        return polars_frame(self.to_arrow(), "steps", "baseline")
+
+    def to_arrow(self) -> pa.Table:
+        """:attr:`steps` as a pyarrow Table."""
+        return cached(self, "steps", lambda: step_table(self.step_results))
 
     def to_pandas(self) -> pandas.DataFrame:
         """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
-        return to_pandas(self.steps)
+        return to_pandas(self.to_arrow())
 
     @property
     def veto_threshold(self) -> float | None:

@@ -14,11 +14,12 @@ from rcdiag import SCHEMA_VERSION
 from rcdiag.model.analysis import AnalysisResult, Metrics
 from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, json_safe
-from rcdiag.model.frames import cached, to_pandas
+from rcdiag.model.tables import cached, polars_frame, record_table, to_pandas
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
+    import pyarrow as pa
 
 CHECK_KIND = "rcdiag-check"
 """The ``kind`` of a check document."""
@@ -104,22 +105,21 @@ class CheckResult(JsonRecord):
     def rules(self) -> pl.DataFrame:
         """One row per rule, in evaluation order: ``name``, ``status`` (pass, fail, warn,
         skipped), ``severity``, ``metric``, ``preset``, ``aggregation``, ``value`` (Float64, null
-        when skipped), ``step`` (Int64) and ``detail``."""
+        when skipped), ``step`` (Int64) and ``detail``. Needs polars (``rcdiag[polars]``)."""
+        return polars_frame(self.to_arrow(), "rules", "result")
 
-        def build() -> pl.DataFrame:
-            import polars as pl
+    def to_arrow(self) -> pa.Table:
+        """:attr:`rules` as a pyarrow Table."""
 
+        def build() -> pa.Table:
             entries = json_safe(list(self.document["rules"]))
-            schema: dict[str, Any] = dict.fromkeys(RULE_COLUMNS, pl.String)
-            schema |= {"value": pl.Float64, "step": pl.Int64}
-            data = {c: [entry.get(c) for entry in entries] for c in RULE_COLUMNS}
-            return pl.DataFrame(data, schema=schema)
+            return record_table(entries, RULE_COLUMNS, {"value": "float64", "step": "int64"})
 
         return cached(self, "rules", build)
 
     def to_pandas(self) -> pandas.DataFrame:
         """:attr:`rules` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
-        return to_pandas(self.rules)
+        return to_pandas(self.to_arrow())
 
     def to_json(self) -> dict[str, Any]:
         """The ``rcdiag check --json`` document."""

@@ -26,11 +26,18 @@ from rcdiag.model.fields import (
     safe_number,
     safe_numbers,
 )
-from rcdiag.model.frames import cached, overall_frame, preset_step_frame, to_pandas
+from rcdiag.model.tables import (
+    cached,
+    overall_table,
+    polars_frame,
+    preset_step_table,
+    to_pandas,
+)
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
+    import pyarrow as pa
 
 Figures = Mapping[str, Number]
 """rcdiag's comparison figures by name (``kept_token_share``, ``ess``, …; None: not defined)."""
@@ -289,8 +296,9 @@ class ComparisonResult(JsonRecord):
     def configurations(self) -> pl.DataFrame:
         """:attr:`overall` as a polars DataFrame: one row per configuration, in the order
         compared; ``configuration``, then the figures, then the metrics (Float64, null where a
-        configuration does not log a metric)."""
-        return cached(self, "configurations", lambda: overall_frame(self.presets))
+        configuration does not log a metric). Needs polars (``rcdiag[polars]``)."""
+        table = cached(self, "configurations", lambda: overall_table(self.presets))
+        return polars_frame(table, "configurations", "result")
 
     @property
     def steps(self) -> pl.DataFrame:
@@ -298,12 +306,17 @@ class ComparisonResult(JsonRecord):
         step and configuration (by step, then in the order compared); ``step``,
         ``configuration``, rcdiag's figures, then every metric verl logs for a configuration
         (null where it does not log it). ``steps.pivot("configuration", index="step",
-        values="ess")`` gives one column per configuration (docs/python-api.md)."""
-        return cached(self, "steps", lambda: preset_step_frame(self.presets))
+        values="ess")`` gives one column per configuration (docs/python-api.md). Needs polars
+        (``rcdiag[polars]``)."""
+        return polars_frame(self.to_arrow(), "steps", "result")
+
+    def to_arrow(self) -> pa.Table:
+        """:attr:`steps` as a pyarrow Table (what ``--csv`` and ``--parquet`` write)."""
+        return cached(self, "steps", lambda: preset_step_table(self.presets))
 
     def to_pandas(self) -> pandas.DataFrame:
         """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``)."""
-        return to_pandas(self.steps)
+        return to_pandas(self.to_arrow())
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

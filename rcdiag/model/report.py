@@ -28,13 +28,20 @@ from rcdiag.model.analysis import (
 from rcdiag.model.comparison import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
-from rcdiag.model.frames import cached, preset_step_frame, step_frame, to_pandas
 from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.profile import Profile
+from rcdiag.model.tables import (
+    cached,
+    polars_frame,
+    preset_step_table,
+    step_table,
+    to_pandas,
+)
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,11 @@ class ReportDocument(JsonRecord):
     @property
     def steps(self) -> pl.DataFrame | None:
         """The metrics of each step as a polars DataFrame (as :attr:`AnalysisResult.steps`); None
-        when the document has no per-step metrics (a compare-presets document read back)."""
+        when the document has no per-step metrics (a compare-presets document read back). Needs
+        polars (``rcdiag[polars]``)."""
         if self.step_results is None:
             return None
-        steps = self.step_results
-        return cached(self, "steps", lambda: step_frame(steps))
+        return polars_frame(self.to_arrow(), "steps", "document")
 
     @property
     def preset_steps(self) -> pl.DataFrame | None:
@@ -112,7 +119,19 @@ class ReportDocument(JsonRecord):
         if self.presets is None:
             return None
         presets = self.presets
-        return cached(self, "preset_steps", lambda: preset_step_frame(presets))
+        table = cached(self, "preset_steps", lambda: preset_step_table(presets))
+        return polars_frame(table, "preset_steps", "document")
+
+    def to_arrow(self) -> pa.Table:
+        """:attr:`steps` as a pyarrow Table.
+
+        Raises:
+            ValueError: the document has no per-step metrics.
+        """
+        steps = self.step_results
+        if steps is None:
+            raise ValueError("the document has no per-step metrics")
+        return cached(self, "steps", lambda: step_table(steps))
 
     def to_pandas(self) -> pandas.DataFrame:
         """:attr:`steps` as a pandas DataFrame (needs pandas: ``pip install pandas``).
@@ -120,10 +139,7 @@ class ReportDocument(JsonRecord):
         Raises:
             ValueError: the document has no per-step metrics.
         """
-        steps = self.steps
-        if steps is None:
-            raise ValueError("the document has no per-step metrics")
-        return to_pandas(steps)
+        return to_pandas(self.to_arrow())
 
     @property
     def analysis(self) -> AnalysisResult | None:

@@ -11,8 +11,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import plotly.graph_objects as go
-
 from rcdiag.formatting import short
 from rcdiag.report.figures import (
     BLUE,
@@ -20,8 +18,11 @@ from rcdiag.report.figures import (
     MUTED,
     PURPLE,
     Chart,
+    Trace,
+    bar,
     base_layout,
     plotly_figure,
+    scatter,
 )
 
 
@@ -45,8 +46,8 @@ def _bucket_chart(
         + f" · k3 {short(r['k3'], 3)} · max |ℓ| {short(r.get('max_abs_log_ratio'), 3)}"
         for r in rows
     ]
-    traces: list[go.BaseTraceType] = [
-        go.Bar(
+    traces: list[Trace] = [
+        bar(
             x=labels,
             y=[r["mean_abs_log_ratio"] for r in rows],
             name="mean |ℓ| per token",
@@ -65,7 +66,7 @@ def _bucket_chart(
         else:
             values = [r.get(key) for r in rows]
         traces.append(
-            go.Scatter(
+            scatter(
                 x=labels,
                 y=values,
                 name=name,

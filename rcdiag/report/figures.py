@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
-
 SIGNIFICANT = 4
 
 FONT = '-apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -60,7 +58,6 @@ def _round(value: Any) -> Any:
 def base_layout(**extra: Any) -> dict[str, Any]:
     """The report's plotly layout; a legend sits above the plot, never over it."""
     base: dict[str, Any] = {
-        "template": None,
         "font": {"family": FONT, "size": 12, "color": INK},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
@@ -87,18 +84,32 @@ def base_layout(**extra: Any) -> dict[str, Any]:
     return base
 
 
-def plotly_figure(data: Sequence[go.BaseTraceType], layout: dict[str, Any]) -> dict[str, Any]:
-    figure = go.Figure(data=list(data), layout=layout).to_plotly_json()
-    figure["layout"].pop("template", None)
-    return _round({"data": figure["data"], "layout": figure["layout"]})
+Trace = dict[str, Any]
+"""A plotly.js trace: its ``type`` and attributes, as plotly.js reads them (plotly.js's own schema;
+tests/test_report_figures.py validates every figure of the sample dumps against plotly's)."""
+
+
+def scatter(**attributes: Any) -> Trace:
+    """A ``scatter`` trace (lines and/or markers)."""
+    return {"type": "scatter", **attributes}
+
+
+def bar(**attributes: Any) -> Trace:
+    """A ``bar`` trace."""
+    return {"type": "bar", **attributes}
+
+
+def plotly_figure(data: Sequence[Trace], layout: dict[str, Any]) -> dict[str, Any]:
+    """The figure as plotly.js draws it (``Plotly.newPlot(div, data, layout)``), rounded."""
+    return _round({"data": list(data), "layout": layout})
 
 
 def reference_line(
     x: Sequence[Any], y: float, label: str, color: str, dash: str = "dash", legend: bool = True
-) -> go.Scatter:
+) -> Trace:
     """A horizontal threshold across ``x[0]`` … ``x[-1]``, named in the legend (``legend=False``:
     a second line of the same threshold, e.g. −0.1 beside 0.1)."""
-    return go.Scatter(
+    return scatter(
         x=[x[0], x[-1]],
         y=[y, y],
         name=label,

@@ -11,12 +11,22 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import plotly.graph_objects as go
-
 from rcdiag.assess.references import CATASTROPHIC_RATIO, RATIO_BAND, geo_band
 from rcdiag.formatting import short
 from rcdiag.metrics.bins import LOG_MAGNITUDE_RANGE
-from rcdiag.report.figures import BLUE, FAIL, PURPLE, TEAL, WARN, Chart, base_layout, plotly_figure
+from rcdiag.report.figures import (
+    BLUE,
+    FAIL,
+    PURPLE,
+    TEAL,
+    WARN,
+    Chart,
+    Trace,
+    bar,
+    base_layout,
+    plotly_figure,
+    scatter,
+)
 
 
 def symlog(x: float) -> float:
@@ -49,7 +59,7 @@ def _histogram_layout(
     y_title: str,
     low: float,
     high: float,
-    marks: list[tuple[dict[str, Any], go.Scatter | None]],
+    marks: list[tuple[dict[str, Any], Trace | None]],
     tallest: int,
     **extra: Any,
 ) -> dict[str, Any]:
@@ -74,7 +84,7 @@ def _histogram_layout(
 
 def _histogram_trace(
     edges: list[float], counts: list[int], name: str, color: str, unit: str
-) -> tuple[go.Bar, float, float] | None:
+) -> tuple[Trace, float, float] | None:
     """Bars at the symlog centres of the occupied bins (outer overflow bins drawn at the edge)."""
     centres, widths, heights, hover = [], [], [], []
     for j, n in enumerate(counts):
@@ -97,7 +107,7 @@ def _histogram_trace(
         hover.append(f"{unit} {where}: {n:,}")
     if not heights:
         return None
-    bar = go.Bar(
+    trace = bar(
         x=centres,
         y=heights,
         width=widths,
@@ -107,10 +117,10 @@ def _histogram_trace(
         hovertext=hover,
         hoverinfo="text+name",
     )
-    return bar, min(centres), max(centres)
+    return trace, min(centres), max(centres)
 
 
-def _vline(u: float, label: str, color: str) -> tuple[dict[str, Any], go.Scatter | None]:
+def _vline(u: float, label: str, color: str) -> tuple[dict[str, Any], Trace | None]:
     """A dashed vertical line across the plot and, when ``label`` is set, its legend entry."""
     shape = {
         "type": "line",
@@ -124,7 +134,7 @@ def _vline(u: float, label: str, color: str) -> tuple[dict[str, Any], go.Scatter
     }
     if not label:
         return shape, None
-    entry = go.Scatter(
+    entry = scatter(
         x=[None],
         y=[None],
         name=label,
@@ -135,7 +145,7 @@ def _vline(u: float, label: str, color: str) -> tuple[dict[str, Any], go.Scatter
     return shape, entry
 
 
-def _legend(marks: list[tuple[dict[str, Any], go.Scatter | None]]) -> list[go.Scatter]:
+def _legend(marks: list[tuple[dict[str, Any], Trace | None]]) -> list[Trace]:
     return [m[1] for m in marks if m[1] is not None]
 
 
@@ -151,7 +161,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
     charts: list[Chart] = []
     token = _histogram_trace(edges, profile["token_log_ratio"]["counts"], "tokens", BLUE, "ℓ")
     if token is not None:
-        bar, low, high = token
+        bar_trace, low, high = token
         low, high = min(low, symlog(math.log(tau))), max(high, symlog(upper))
         marks = [
             _vline(symlog(math.log(tau)), f"catastrophic: ρ < {short(tau)}", FAIL),
@@ -164,7 +174,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             low,
             high,
             marks,
-            max(bar.y),
+            max(bar_trace["y"]),
             height=310,
         )
         charts.append(
@@ -173,7 +183,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
                 "Token log-ratios",
                 "Each valid token's ℓ. A healthy dump is a narrow spike around 0; a tail to the left "
                 "means tokens the trainer finds far less likely than the rollout engine did.",
-                plotly_figure([bar, *_legend(marks)], layout),
+                plotly_figure([bar_trace, *_legend(marks)], layout),
             )
         )
     seq_traces = []
@@ -201,7 +211,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
             low,
             high,
             marks,
-            max(max(trace.y) for trace in seq_traces),
+            max(max(trace["y"]) for trace in seq_traces),
             height=330,
             barmode="overlay",
         )

@@ -8,10 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 
 from rcdiag.metrics.ragged import F64, I64
-from rcdiag.report.figures import translucent
+from rcdiag.report.figures import Trace, scatter, translucent
 
 MAX_TREND_POINTS = 400
 """Runs of up to this many steps draw every step."""
@@ -81,11 +80,11 @@ def _step_values(steps: Sequence[Mapping[str, Any]], metric: str) -> F64:
     )
 
 
-def _traces(x: I64, y: F64, size: int, name: str, color: str) -> list[go.Scatter]:
+def _traces(x: I64, y: F64, size: int, name: str, color: str) -> list[Trace]:
     """The mean line, preceded (for buckets) by the min–max band: upper edge, then lower edge
     filled up to it."""
     middle, mean, low, high = bucketed(x, y, size)
-    line = go.Scatter(
+    line = scatter(
         x=middle.tolist(),
         y=mean.tolist(),
         name=name if size == 1 else f"{name} (mean)",
@@ -98,8 +97,8 @@ def _traces(x: I64, y: F64, size: int, name: str, color: str) -> list[go.Scatter
         return [line]
     edge = {"x": middle.tolist(), "mode": "lines", "line": {"width": 0, "color": color}}
     return [
-        go.Scatter(**edge, y=high.tolist(), name=f"{name} max", showlegend=False),
-        go.Scatter(
+        scatter(**edge, y=high.tolist(), name=f"{name} max", showlegend=False),
+        scatter(
             **edge,
             y=low.tolist(),
             name=f"{name} min",

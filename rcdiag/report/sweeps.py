@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import plotly.graph_objects as go
-
 from rcdiag.assess.references import KEEP_TARGET
 from rcdiag.report.figures import (
     BLUE,
@@ -21,12 +19,14 @@ from rcdiag.report.figures import (
     PURPLE,
     TEAL,
     Chart,
+    Trace,
     base_layout,
     log_ticks,
     nice_ticks,
     percent_label,
     plotly_figure,
     reference_line,
+    scatter,
 )
 
 SHARE_RANGE = [0.0, 1.08]
@@ -70,8 +70,8 @@ def rejection_sweep_charts(
         if not points:
             continue
         labels = [str(p["threshold"]) for p in points]
-        traces: list[go.BaseTraceType] = [
-            go.Scatter(
+        traces: list[Trace] = [
+            scatter(
                 x=labels,
                 y=[p["summary"]["kept_token_share"] for p in points],
                 name="tokens kept",
@@ -79,7 +79,7 @@ def rejection_sweep_charts(
                 line={"color": TEAL, "width": 2.5},
                 hovertemplate="%{x}: kept %{y:.1%}<extra></extra>",
             ),
-            go.Scatter(
+            scatter(
                 x=labels,
                 y=[p["summary"].get("ess") for p in points],
                 name="ESS",
@@ -92,7 +92,7 @@ def rejection_sweep_charts(
         if other is not None:
             by_threshold = {str(p["threshold"]): p["summary"] for p in other["points"]}
             traces.append(
-                go.Scatter(
+                scatter(
                     x=labels,
                     y=[(by_threshold.get(x) or {}).get("kept_token_share") for x in labels],
                     name="kept, with max-token rejection",
@@ -114,7 +114,7 @@ def rejection_sweep_charts(
                 )
                 if summary and chosen in labels:
                     traces.append(
-                        go.Scatter(
+                        scatter(
                             x=[chosen],
                             y=[summary["kept_token_share"]],
                             name="recommended",
@@ -155,7 +155,7 @@ def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
         return None
     c = [float(p["threshold"]) for p in points]
     traces = [
-        go.Scatter(
+        scatter(
             x=c,
             y=[p["summary"]["ess"] for p in points],
             name="ESS",
@@ -163,7 +163,7 @@ def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
             line={"color": BLUE, "width": 2},
             hovertemplate="C = %{x}: ESS %{y:.3f}<extra></extra>",
         ),
-        go.Scatter(
+        scatter(
             x=c,
             y=[p["summary"].get("weight_mass_removed") for p in points],
             name="IS weight mass truncated",

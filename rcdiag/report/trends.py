@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 
 from rcdiag.assess.references import Reference, references, shading
 from rcdiag.formatting import count, short
@@ -37,9 +36,11 @@ from rcdiag.report.figures import (
     PURPLE,
     STATUS_COLORS,
     Chart,
+    Trace,
     base_layout,
     plotly_figure,
     reference_line,
+    scatter,
 )
 from rcdiag.report.steps import (
     MAX_TREND_POINTS,
@@ -102,7 +103,7 @@ def _range(low: float, high: float, floor: float | None) -> list[float]:
 
 def _reference_traces(
     x: Sequence[int], refs: Sequence[Reference], colors: Mapping[str, str]
-) -> list[go.Scatter]:
+) -> list[Trace]:
     """Each threshold as a named dashed line (in its series' colour when a chart has several)."""
     traces = []
     for ref in refs:
@@ -146,7 +147,7 @@ def _trend(
 ) -> Chart | None:
     x = np.array([int(s["step"]) for s in steps], dtype=np.int64)
     size = bucket_size(x.size)
-    traces: list[go.Scatter] = []
+    traces: list[Trace] = []
     tops: list[tuple[I64, F64, str]] = []
     drawn: list[F64] = []
     for s in series:
@@ -215,7 +216,7 @@ def _cut_markers(
     y_range: Sequence[float],
     notes: list[str],
     size: int,
-) -> list[go.Scatter]:
+) -> list[Trace]:
     """▲ at the top of the axis for the points beyond ``cut``, and a note naming them."""
     traces = []
     at = y_range[1] - 0.04 * (y_range[1] - y_range[0])
@@ -225,7 +226,7 @@ def _cut_markers(
             continue
         worst = int(over[np.argmax(top[over])])
         traces.append(
-            go.Scatter(
+            scatter(
                 x=middle[over].tolist(),
                 y=[at] * over.size,
                 name=f"{name} above the axis",
