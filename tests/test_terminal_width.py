@@ -195,11 +195,27 @@ def test_help_paragraphs_break_only_at_the_width(name: str, command: object) -> 
         assert paragraph in lines, paragraph  # one line when the width allows it
 
 
-@pytest.mark.parametrize("args", [["--help"], ["analyze", "--help"], ["check", "--help"]])
-def test_flags_show_no_type(args: list[str]) -> None:
+HELPS = [
+    "analyze",
+    "compare-presets",
+    "report",
+    "check",
+    "baseline",
+    "recommend",
+    "presets",
+    "synth",
+]
+
+
+@pytest.mark.parametrize("args", [["--help"], *[[c, "--help"] for c in HELPS]])
+def test_options_show_what_they_take_and_no_python_type(args: list[str]) -> None:
     help_text = runner.invoke(app, args, env={"COLUMNS": "100"}).stdout
-    assert "<bool>" not in help_text
     assert "--help" in help_text
+    python_types = re.findall(r"<(?:bool|str|int|float|path|list\[[^\]]*\]|int range)>", help_text)
+    assert not python_types, python_types
+    if args != ["--help"] and args[0] in ("analyze", "check"):
+        assert re.search(r"--rollout-col +COLUMN ", help_text)
+        assert re.search(r"--steps +A:B ", help_text)
 
 
 @pytest.mark.parametrize("flag", ["-V", "--version"])

@@ -1,14 +1,19 @@
-"""How ``--help`` reads: paragraphs reflowed at the terminal's width, no type shown for flags.
+"""How ``--help`` reads: paragraphs reflowed at the terminal's width, a word for what each option
+takes, no type shown for flags.
 
 typer keeps the line breaks of a docstring's later paragraphs, so a paragraph written at 100
-columns broke in the middle of a phrase on an 80-column terminal; and it shows the type of every
-option, ``<bool>`` for a flag that takes no value. The command classes here fix both.
+columns broke in the middle of a phrase on an 80-column terminal; and it shows the Python type of
+every option that names no metavar (``<list[str]>``, ``<int range>``), ``<bool>`` for a flag that
+takes no value. The command classes here fix all three: an option without a metavar shows the one
+:data:`METAVARS` gives for its name, else the one :data:`TYPE_METAVARS` gives for its type.
 """
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from typer.core import TyperCommand, TyperGroup, TyperOption
@@ -33,22 +38,67 @@ def help_of(command: Callable[..., Any]) -> str:
     return reflowed(command.__doc__)
 
 
-def _without_flag_types(params: list[Any]) -> list[Any]:
+METAVARS = {
+    "rollout_col": "COLUMN",
+    "training_col": "COLUMN",
+    "mask_col": "COLUMN",
+    "step_col": "COLUMN",
+    "dialect": "latest|legacy",
+    "step": "N",
+    "steps": "A:B",
+    "veto_threshold": "TAU",
+    "preset": "NAME",
+    "rule": "RULE",
+    "sweep": "KEY",
+    "grid": "C,C,…",
+    "sort": "FIELD",
+    "abs_tol": "TOL",
+    "rel_tol": "TOL",
+    "confidence": "LEVEL",
+    "trend_alpha": "ALPHA",
+}
+"""The metavar of an option (by its parameter's name) that declares none."""
+TYPE_METAVARS = {int: "N", float: "X", Path: "FILE", str: "TEXT"}
+"""The metavar of any other option without one, by its Python type (of its items, for a list)."""
+
+
+def _python_type(param: Any) -> Any:
+    """The type a parameter's values have (``int`` for ``list[int]``)."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if annotation is None:  # typer before 0.29: click's type
+        kind = getattr(getattr(param, "type", None), "name", "text").split()[0].lower()
+        return {"integer": int, "float": float, "path": Path}.get(kind, str)
+    args = typing.get_args(annotation)
+    return args[0] if typing.get_origin(annotation) is list and args else annotation
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def _readable(params: list[Any]) -> list[Any]:
     for param in params:
-        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+        if not isinstance(param, TyperOption):  # an argument: its name says what it takes
+            param.display_type_rich = _no_type
+        elif param.metavar is not None:
+            continue
+        elif param.is_flag:
             param.metavar = ""  # shown as the type column: nothing, a flag takes no value
+        else:
+            kind = _python_type(param)
+            param.metavar = METAVARS.get(param.name, TYPE_METAVARS.get(kind, "TEXT"))
     return params
 
 
 class Command(TyperCommand):
-    """A typer command whose flags show no ``<bool>`` in the help."""
+    """A typer command whose options show a word for what they take (module docstring)."""
 
     def get_params(self, ctx: Any) -> list[Any]:  # click's Context and Parameter
-        return _without_flag_types(super().get_params(ctx))
+        return _readable(super().get_params(ctx))
 
 
 class Group(TyperGroup):
     """The ``rcdiag`` group: its flags (``--version``, ``--help``) show no ``<bool>`` either."""
 
     def get_params(self, ctx: Any) -> list[Any]:  # click's Context and Parameter
-        return _without_flag_types(super().get_params(ctx))
+        return _readable(super().get_params(ctx))

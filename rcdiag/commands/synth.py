@@ -25,9 +25,13 @@ def synth(
             help="Where to write: a parquet file, or with --shards a directory of step=N/ shards.",
         ),
     ],
-    scenario: Annotated[str | None, typer.Option("--scenario", help=_SCENARIO_HELP)] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", metavar="NAME", help=_SCENARIO_HELP)
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")] = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="Training steps.")] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", metavar="N", help="Training steps.")
+    ] = None,
     rows_per_step: Annotated[
         int | None, typer.Option("--rows-per-step", help="Responses per step.")
     ] = None,
