@@ -19,7 +19,7 @@ from rcdiag.correction.external import ExternalOutcome, ExternalPlan
 from rcdiag.correction.importance import BatchNormalisation, Importance
 from rcdiag.correction.outcome import Outcome, plan_components
 from rcdiag.correction.view import TokenView
-from rcdiag.metrics.grouped import GroupedStats, GroupIndex
+from rcdiag.metrics.grouped import GroupedStats, GroupIndex, Moments, add_all
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
@@ -27,7 +27,7 @@ from rcdiag.metrics.offpolicy import (
     offpolicy_metrics,
     row_statistics,
 )
-from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 SUMMARY_FIGURES: dict[str, str] = {
     "kept_token_share": "share of valid tokens the configuration keeps",
@@ -144,14 +144,16 @@ class PresetComparison:
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
         whole_rows = np.full(batch.rows, WHOLE_DUMP, dtype=np.int64)
         whole_runs = np.full(view.runs[1].size, WHOLE_DUMP, dtype=np.int64)
+        additions: list[tuple[GroupedStats, I64, Mapping[str, F64 | Moments]]] = []
         for tracked in self._tracked.values():
             stats, component = tracked.stats, tracked.component
             rows, runs = (
                 (batch.steps, view.runs[1]) if tracked.per_step else (whole_rows, whole_runs)
             )
-            stats.add(stats.slots_for(rows), component.row_stats(view))
+            additions.append((stats, stats.slots_for(rows), component.row_stats(view)))
             if component.run_kinds:
-                stats.add(stats.slots_for(runs), component.run_stats(view))
+                additions.append((stats, stats.slots_for(runs), component.run_stats(view)))
+        add_all(additions)  # the sums of all configurations over the same rows in one reduction
 
     def merge(self, other: PresetComparison) -> None:
         """Fold in a comparison of other rows of the same dump with the same configurations.

@@ -62,7 +62,7 @@ class GroupIndex:
         self.key_of: list[int] = []
         # (keys, slots) and (slots, groups) of the last calls: rows and runs of one batch
         self._slots: list[tuple[I64, I64]] = []
-        self._groups: list[tuple[I64, tuple[I64, I64]]] = []
+        self._groups: list[tuple[I64, tuple[I64, I64, tuple[I64 | None, I64]]]] = []
 
     def slots_for(self, keys: I64) -> I64:
         """Slot index of each row's group key, creating slots for keys not seen before."""
@@ -83,17 +83,78 @@ class GroupIndex:
 
     def groups_of(self, slots: I64) -> tuple[I64, I64]:
         """The distinct slots of ``slots`` and each row's index among them."""
-        for seen, groups in self._groups:
+        present, local, _ = self._grouping(slots)
+        return present, local
+
+    def group_reduce(self, slots: I64, columns: list[F64], ufunc: np.ufunc = np.add) -> F64:
+        """``ufunc`` (``np.add``: Σ; ``np.maximum``, ``np.minimum``) of each column over the rows of
+        each group of :meth:`groups_of`, shape (columns, groups); every column reduced in one call,
+        each group in row order (as ``np.bincount`` sums)."""
+        present, _, (order, starts) = self._grouping(slots)
+        stacked = np.stack(columns)
+        if order is not None:
+            stacked = stacked[:, order]
+        if stacked.shape[1] == 0:
+            return np.full((len(columns), present.size), ufunc.identity or 0.0)
+        return ufunc.reduceat(stacked, starts, axis=1)
+
+    def _grouping(self, slots: I64) -> tuple[I64, I64, tuple[I64 | None, I64]]:
+        """``groups_of``, and the row order that makes each group contiguous (None: already in
+        order) with each group's first position in it."""
+        for seen, grouping in self._groups:
             if seen is slots:
-                return groups
+                return grouping
         present, local = np.unique(slots, return_inverse=True)
-        groups = (present, local.reshape(-1))
-        self._groups = [*self._groups[-(_REMEMBERED - 1) :], (slots, groups)]
-        return groups
+        local = local.reshape(-1)
+        if local.size < 2 or bool((local[1:] >= local[:-1]).all()):
+            order = None
+            ordered = local
+        else:
+            order = np.argsort(local, kind="stable")
+            ordered = local[order]
+        starts = (
+            np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size else ordered
+        )
+        grouping = (present, local, (order, starts))
+        self._groups = [*self._groups[-(_REMEMBERED - 1) :], (slots, grouping)]
+        return grouping
 
 
 _REMEMBERED = 4
 """How many recent key arrays :class:`GroupIndex` answers again without work."""
+
+
+_FOLD: dict[str, np.ufunc] = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+"""How each kind of statistic folds a batch's values into its groups."""
+
+
+def add_all(additions: Iterable[tuple[GroupedStats, I64, Mapping[str, F64 | Moments]]]) -> None:
+    """:meth:`GroupedStats.add` for several statistics at once: the sums (and the maxima, and the
+    minima) of every addition over the same rows (the same ``slots`` array of the same
+    :class:`GroupIndex`) are reduced in one call, so a batch costs a few reductions however many
+    statistics (configurations) see it."""
+    Targets = list[tuple[dict[str, F64], str]]
+    pending: dict[tuple[int, int, str], tuple[GroupIndex, I64, Targets, list[F64]]] = {}
+    for stats, slots, values in additions:
+        for name in stats._add_moments(slots, values):
+            column = values[name]
+            assert not isinstance(column, Moments)
+            key = (id(stats.index), id(slots), stats.kinds[name])
+            entry = pending.setdefault(key, (stats.index, slots, [], []))
+            entry[2].append((stats._data, name))
+            entry[3].append(column)
+    for (_index, _slots, kind), (index, slots, targets, columns) in pending.items():
+        present = index.groups_of(slots)[0]
+        fold = _FOLD[kind]
+        with np.errstate(invalid="ignore"):  # a NaN value (∞ − ∞) makes the extreme NaN
+            reduced = index.group_reduce(slots, columns, fold)
+            if present.size == 1:  # one group (a step, or the whole dump): scalar updates
+                slot = int(present[0])
+                for (data, name), value in zip(targets, reduced[:, 0].tolist(), strict=True):
+                    data[name][slot] = fold(data[name][slot], value)
+            else:
+                for (data, name), row in zip(targets, reduced, strict=True):
+                    data[name][present] = fold(data[name][present], row)
 
 
 class GroupedStats:
@@ -152,25 +213,25 @@ class GroupedStats:
 
         Touches only the groups present in ``slots``: cost in the batch's rows, not in all groups.
         """
+        add_all([(self, slots, values)])
+
+    def _add_moments(self, slots: I64, values: Mapping[str, F64 | Moments]) -> list[str]:
+        """Fold the moments of ``values``; the names of its other statistics, left to fold."""
         self._grow(len(self._key_of))
-        present, local = self.index.groups_of(slots)
+        others: list[str] = []
         for name, vals in values.items():
-            kind = self.kinds[name]
-            if isinstance(vals, Moments):
-                have = self._moments[name]
-                merged = _combine(
-                    Moments(*(part[present] for part in have)),
-                    merge_moments(local, vals, present.size),
-                )
-                for part, new in zip(have, merged, strict=True):
-                    part[present] = new
+            if not isinstance(vals, Moments):
+                others.append(name)
                 continue
-            arr = self._data[name]
-            if kind == "sum":
-                arr[present] += np.bincount(local, weights=vals, minlength=present.size)
-            else:
-                with np.errstate(invalid="ignore"):  # a NaN value (∞ − ∞) makes the extreme NaN
-                    (np.maximum if kind == "max" else np.minimum).at(arr, slots, vals)
+            present, local = self.index.groups_of(slots)
+            have = self._moments[name]
+            merged = _combine(
+                Moments(*(part[present] for part in have)),
+                merge_moments(local, vals, present.size),
+            )
+            for part, new in zip(have, merged, strict=True):
+                part[present] = new
+        return others
 
     def merge(self, other: GroupedStats) -> None:
         """Fold in the groups of ``other`` (the same statistics, gathered from other rows): sums
