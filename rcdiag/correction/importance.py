@@ -71,10 +71,15 @@ class Importance(Component):
         """What the weights depend on (not the dialect nor batch normalisation)."""
         return ("weights", self.plan.level, self.plan.lo, self.plan.hi, self.plan.icepop)
 
+    def raw(self, view: TokenView) -> F64:
+        """R of the batch (shared by every configuration of the level)."""
+        level = self.plan.level
+        return view.memo(("raw_weights", level), lambda: raw_weights(view, level))
+
     def _weights(self, view: TokenView) -> Weights:
         plan = self.plan
         row = None if plan.level == "token" else view.seq_sum
-        raw = view.memo(("raw_weights", plan.level), lambda: raw_weights(view, plan.level))
+        raw = self.raw(view)
         if plan.icepop:
             applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
         else:

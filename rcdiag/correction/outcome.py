@@ -12,7 +12,7 @@ from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.importance import Importance
 from rcdiag.correction.rejection import Judged, LegacyRejectionRule, Rejection, Veto
-from rcdiag.correction.view import TokenView
+from rcdiag.correction.view import CAP_FLOOR, TokenView
 from rcdiag.metrics.grouped import Kind, Moments
 from rcdiag.metrics.ragged import (
     F64,
@@ -144,6 +144,11 @@ class Outcome(Component):
         if plan.importance is None:
             return _unit_weights(view.run_sum(view.mask_weights if keep is None else keep))
         importance = Importance(plan.importance, plan.dialect)
+        if keep is None and not plan.importance.icepop and view.one_run:
+            cap = plan.importance.hi
+            if cap >= CAP_FLOOR:  # truncation only: the weights above the floor are capped
+                key = ("kept_sums", importance.weights_key, None)
+                return view.memo(key, lambda: view.capped(importance.raw(view), cap))
         weights, weights_key = importance.weights(view), importance.weights_key
 
         def kept_sums() -> dict[str, F64]:

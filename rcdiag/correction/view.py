@@ -27,6 +27,10 @@ from rcdiag.metrics.ragged import (
 
 T = TypeVar("T")
 
+CAP_FLOOR = 1.1
+"""Truncation thresholds C from here up read the weights above it only (:meth:`TokenView.capped`):
+the weights up to it are summed once per batch for every such C."""
+
 
 class TokenView:
     """Per-batch token and row arrays shared by every configuration."""
@@ -140,6 +144,38 @@ class TokenView:
             total = values.sum() if weights is None else np.dot(values, weights)
             return np.array([total], dtype=np.float64)
         return segment_sum(values if weights is None else values * weights, token_offsets)
+
+    @property
+    def one_run(self) -> bool:
+        """Whether the batch's rows are all of one step (the usual batch)."""
+        return self.runs[0].size == 2
+
+    def capped(self, values: F64, cap: float) -> dict[str, F64]:
+        """For a batch of :attr:`one_run`, values ≥ 0 (0 at invalid positions) and a cap C ≥
+        :data:`CAP_FLOOR`: Σ v (``kept_raw``), Σ min(v, C) (``kept_applied``), Σ min(v, C)²
+        (``kept_applied_sq``) and max min(v, C) (``kept_applied_max``), each as a 1-array.
+
+        The values up to the floor are summed once per batch (shared by every C); only the values
+        above it are capped, usually a few. Everything summed is ≥ 0, so nothing cancels.
+        """
+        if not self.one_run or cap < CAP_FLOOR:
+            raise ValueError("capped() needs a batch of one run and a cap ≥ CAP_FLOOR")
+
+        def split() -> tuple[F64, tuple[float, float, float, F64]]:
+            high = values > CAP_FLOOR
+            tail = values[high]
+            low = np.where(high, 0.0, values)
+            top = float(values.max(initial=-np.inf))  # −inf for a run without tokens (as run_max)
+            return values, (float(low.sum()), float(np.dot(low, low)), top, tail)
+
+        low_sum, low_sq, top, tail = self.memo(("capped", id(values)), split)[1]
+        capped = np.minimum(tail, cap)
+        return {
+            "kept_raw": np.array([low_sum + float(tail.sum())]),
+            "kept_applied": np.array([low_sum + float(capped.sum())]),
+            "kept_applied_sq": np.array([low_sq + float(np.dot(capped, capped))]),
+            "kept_applied_max": np.array([min(top, cap)]),
+        }
 
     @cached_property
     def row_runs(self) -> I64:
