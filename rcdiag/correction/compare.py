@@ -75,6 +75,30 @@ class _Tracked:
         self.stats = GroupedStats(kinds, self.index)
 
 
+class _Finished:
+    """The summed statistics of one :class:`GroupedStats` once a pass is over: the whole dump,
+    and each step's (as dictionaries built once, or from a matrix when asked)."""
+
+    def __init__(self, stats: GroupedStats, rows: bool) -> None:
+        self.total = stats.total()
+        self.slot_of = stats.index.slot_of
+        self.names, self.matrix = stats.matrix()
+        self.rows: dict[int, dict[str, float]] | None = None
+        if rows:
+            columns = self.matrix.T.tolist()
+            self.rows = {
+                key: dict(zip(self.names, columns[slot], strict=True))
+                for key, slot in self.slot_of.items()
+            }
+
+    def get(self, step: int | None) -> dict[str, float]:
+        if step is None:
+            return self.total
+        if self.rows is not None:
+            return self.rows[step]
+        return dict(zip(self.names, self.matrix[:, self.slot_of[step]].tolist(), strict=True))
+
+
 class PresetComparison:
     """Streams batches through every configuration; then metrics and summaries per step and overall.
 
@@ -108,7 +132,7 @@ class PresetComparison:
         self.base = GroupedStats(ROW_STATISTICS) if base is None else base
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
-        self._finished: dict[int, dict[int | None, dict[str, float]]] = {}
+        self._finished: dict[int, _Finished] = {}
         self._whole = GroupIndex()
         for c in configs:
             if isinstance(c.plan, ExternalPlan):
@@ -175,14 +199,16 @@ class PresetComparison:
         return self.base.keys()
 
     def _stats(self, stats: GroupedStats, step: int | None) -> dict[str, float]:
-        """Summed statistics of one step or (None) the whole dump; computed once, then reused."""
-        cached = self._finished.get(id(stats))
-        if cached is None:
-            cached = {None: stats.total()}
-            for key, values in stats.groups().items():
-                cached[key] = values
-            self._finished[id(stats)] = cached
-        return cached[step]
+        """Summed statistics of one step or (None) the whole dump; computed once, then reused.
+
+        The base statistics (read by every configuration at every step) are kept as one
+        dictionary per step; a component's as a matrix, each step's dictionary built when asked,
+        so that memory stays at 8 bytes a value with many steps and configurations.
+        """
+        finished = self._finished.get(id(stats))
+        if finished is None:
+            finished = self._finished[id(stats)] = _Finished(stats, rows=stats is self.base)
+        return finished.get(step)
 
     def _base(self, step: int | None) -> dict[str, float]:
         return self._stats(self.base, step)

@@ -280,6 +280,19 @@ class GroupedStats:
             for slot, key in enumerate(self._key_of)
         }
 
+    def matrix(self) -> tuple[list[str], F64]:
+        """Every statistic's name (a moments statistic as its three entries) and their values, one
+        row per statistic and one column per slot (:meth:`slots_for`): the groups' values at
+        8 bytes each, where :meth:`groups` holds a Python dictionary per group."""
+        self._grow(len(self._key_of))  # groups another user of the index added
+        size = len(self._key_of)
+        names = list(self._data)
+        rows = [arr[:size] for arr in self._data.values()]
+        for name, m in self._moments.items():
+            names += [name + suffix for suffix in (".n", ".mean", ".m2")]
+            rows += [part[:size] for part in m]
+        return names, np.array(rows, dtype=np.float64).reshape(len(names), size)
+
     def column(self, name: str) -> tuple[I64, F64]:
         """Every group's value of one sum, max or min statistic: (keys, values), sorted by key."""
         self._grow(len(self._key_of))  # groups another user of the index added

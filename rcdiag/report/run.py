@@ -103,7 +103,15 @@ def complete(document: ReportDocument) -> ReportDocument:
     the rest, :mod:`rcdiag.assess.verdict` and :mod:`rcdiag.assess.recommend`)."""
     if document.verdict is not None and document.recommendation is not None:
         return document
-    data = document.to_json()
+    # neither reads the presets' per-step figures: leaving them out of this copy keeps a report of
+    # many steps from holding them twice
+    presets = document.presets
+    data = dataclasses.replace(
+        document,
+        presets=None
+        if presets is None
+        else tuple(dataclasses.replace(p, steps=()) for p in presets),
+    ).to_json()
     return dataclasses.replace(
         document,
         verdict=document.verdict if document.verdict is not None else verdict(data),
