@@ -15,6 +15,7 @@ from rcdiag.correction.external import Ratio, Weights, ratio_tokens
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import abs_log_ratio, prefixed, rho
 from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.offpolicy import count_divisor
 from rcdiag.metrics.ragged import F64
 
 ID = "slime"
@@ -88,8 +89,10 @@ def _sample_means(view: TokenView, values: Mapping[str, F64]) -> RowStats:
     return {name: view.row_mean(v) for name, v in values.items()}
 
 
-def _flag(view: TokenView, flags: np.ndarray) -> F64:
-    return (flags & view.mask).astype(np.float64)
+def _flag_share(view: TokenView, flags: np.ndarray) -> F64:
+    """Each sample's share of valid tokens where ``flags`` holds: the per-sample mean of the flag
+    as 0.0/1.0, counted without a float copy of the tokens (the counts are exact either way)."""
+    return view.count(flags) / count_divisor(view.n)
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,8 @@ class SlimeTisLogged(Component):
     def row_stats(self, view: TokenView) -> RowStats:
         ratio, applied = rho(view), self.weights.applied(view)
         deviation = view.valid(np.abs(ratio - 1.0))
-        return _sample_means(
-            view,
-            {"tis": ratio, "tis_clipfrac": _flag(view, applied != ratio), "tis_abs": deviation},
-        )
+        means = _sample_means(view, {"tis": ratio, "tis_abs": deviation})
+        return {**means, "tis_clipfrac": _flag_share(view, applied != ratio)}
 
     def metrics(self, get: Getter) -> Metrics:
         rows = get("rows")

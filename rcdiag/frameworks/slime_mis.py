@@ -22,8 +22,15 @@ from rcdiag.correction.external import (
 )
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import prefixed
-from rcdiag.frameworks.slime_metrics import ID, SAFETY_BOUND, SlimeLogged, _flag, _sample_means
+from rcdiag.frameworks.slime_metrics import (
+    ID,
+    SAFETY_BOUND,
+    SlimeLogged,
+    _flag_share,
+    _sample_means,
+)
 from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.offpolicy import count_divisor
 
 Mode = Literal["truncate", "clip", "mask"]
 
@@ -125,25 +132,22 @@ class SlimeMisLogged(Component):
         after = weights.applied(view)
         lo, hi = options.lower, options.tis_upper_bound
         if options.tis_mode == "truncate":
-            a, b = _flag(view, before > hi), np.zeros_like(before)
+            a, b = _flag_share(view, before > hi), np.zeros(view.batch.rows)
         else:
-            a, b = _flag(view, before < lo), _flag(view, before > hi)
-        values = {
-            "mis_tis_weight_before_bound": before,
-            "mis_tis_weight_after_bound": after,
-            "mis_tis_fraction_a": a,
-            "mis_tis_fraction_b": b,
-        }
+            a, b = _flag_share(view, before < lo), _flag_share(view, before > hi)
+        stats = _sample_means(
+            view, {"mis_tis_weight_before_bound": before, "mis_tis_weight_after_bound": after}
+        )
+        stats["mis_tis_fraction_a"], stats["mis_tis_fraction_b"] = a, b
         rs_lo, rs_hi = options.rs_bounds
         rs = ratio_tokens(view, Ratio(options.rs_level, SAFETY_BOUND))
-        values["mis_rs_mask_fraction_low"] = _flag(view, rs < rs_lo)
-        values["mis_rs_mask_fraction_high"] = _flag(view, rs > rs_hi)
+        stats["mis_rs_mask_fraction_low"] = _flag_share(view, rs < rs_lo)
+        stats["mis_rs_mask_fraction_high"] = _flag_share(view, rs > rs_hi)
         if options.rs_veto_threshold is not None:
-            catastrophic = _flag(view, view.log_ratio < np.log(options.rs_veto_threshold))
-            values["mis_catastrophic_token_fraction"] = catastrophic
-            seq = view.broadcast(view.row_sum(catastrophic) > 0)
-            values["mis_catastrophic_seq_fraction"] = _flag(view, seq)
-        stats = _sample_means(view, values)
+            catastrophic = view.count(view.log_ratio < np.log(options.rs_veto_threshold))
+            stats["mis_catastrophic_token_fraction"] = catastrophic / count_divisor(view.n)
+            # every valid token of a sample with a catastrophic one: the sample's share is 1
+            stats["mis_catastrophic_seq_fraction"] = (catastrophic > 0).astype(np.float64)
         stats["final_mean"] = view.row_mean(after)
         stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
         stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
