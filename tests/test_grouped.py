@@ -69,3 +69,12 @@ def test_moments_fold_with_the_other_statistics() -> None:
     three = stats.group(3)
     assert (three["m.n"], three["m.mean"], three["m.m2"], three["s"]) == (2.0, 2.0, 2.0, 4.0)
     assert stats.group(4)["s"] == 5.0
+
+
+def test_flags_are_counted() -> None:
+    stats = GroupedStats({"count": "sum", "other": "sum"})
+    slots = stats.slots_for(np.array([0, 0, 0, 1]))
+    stats.add(slots, {"count": np.array([True, True, False, True])})  # flags alone: not an "or"
+    stats.add(slots, {"other": np.array([1, 2, 3, 4])})
+    assert stats.group(0) == {"count": 2.0, "other": 6.0}
+    assert stats.group(1) == {"count": 1.0, "other": 4.0}

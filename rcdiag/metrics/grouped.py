@@ -91,7 +91,7 @@ class GroupIndex:
         each group of :meth:`groups_of`, shape (columns, groups); every column reduced in one call,
         each group in row order (as ``np.bincount`` sums)."""
         present, _, (order, starts) = self._grouping(slots)
-        stacked = np.stack(columns)
+        stacked = np.stack(columns).astype(np.float64, copy=False)  # flags count as 0.0 / 1.0
         if order is not None:
             stacked = stacked[:, order]
         if stacked.shape[1] == 0:
