@@ -34,11 +34,12 @@ LOG2_BUCKETS = 21
 
 def rollout_prob_bucket(rollout_log_probs: F64) -> I64:
     """Index of the :data:`ROLLOUT_PROB_EDGES` bucket of each rollout log-prob: the number of edges
-    p with log p ≤ x (ten comparisons, cheaper than a binary search per token)."""
-    bucket = np.zeros(rollout_log_probs.size, dtype=np.int64)
+    p with log p ≤ x (ten comparisons, cheaper than a binary search per token; counted in bytes,
+    an eighth of the memory traffic of 64-bit counts, then widened once)."""
+    bucket = np.zeros(rollout_log_probs.size, dtype=np.uint8)
     for edge in _LOG_PROB_EDGES.tolist():
         bucket += rollout_log_probs >= edge
-    return bucket
+    return bucket.astype(np.int64)
 
 
 def position_runs(offsets: I64) -> tuple[I64, I64]:
