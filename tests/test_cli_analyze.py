@@ -231,7 +231,7 @@ def _bad(tmp_path: Path, kind: str) -> tuple[list[str], str]:
     if kind == "strings":
         cols["old_log_probs"] = [[str(v) for v in r] for r in cols["old_log_probs"]]
         write_table(p, cols)
-        return [str(p)], "string>; expected list<float32|float64>"
+        return [str(p)], "string>; expected list<float16|float32|float64>"
     if kind == "scalar":
         cols["rollout_log_probs"] = [r[0] for r in cols["rollout_log_probs"]]
         write_table(p, cols)

@@ -177,8 +177,8 @@ class DumpReader:
         def values(column: str, kinds: str) -> tuple[np.ndarray, np.ndarray]:
             return _list_values(record_batch.column(column), column, kinds, locate)
 
-        rollout, lengths = values(cols.rollout, "float32|float64")
-        old, old_lengths = values(cols.training, "float32|float64")
+        rollout, lengths = values(cols.rollout, "float16|float32|float64")
+        old, old_lengths = values(cols.training, "float16|float32|float64")
         if cols.mask is not None:
             mask_values, mask_lengths = values(cols.mask, "bool|int")
             mask = mask_values if mask_values.dtype == np.bool_ else mask_values != 0
