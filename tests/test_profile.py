@@ -275,6 +275,11 @@ def test_bins_equal_a_binary_search_on_and_next_to_every_edge() -> None:
     assert signed_log_bin(values).tolist() == want
     assert signed_log_bin(np.array([np.nan])).tolist() == [edges.size]
 
+    # any float64 at all: random bit patterns (subnormals, huge values, ±inf, NaNs of every payload)
+    bits = rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False)
+    anything = bits.view(np.float64)
+    assert (signed_log_bin(anything) == np.searchsorted(edges, anything, side="right")).all()
+
     log_edges = np.log(np.array(ROLLOUT_PROB_EDGES)).tolist()
     probs = np.concatenate([log_edges, np.nextafter(log_edges, -np.inf), -rng.exponential(3, 5000)])
     want = [bisect.bisect_right(log_edges, v) for v in probs.tolist()]

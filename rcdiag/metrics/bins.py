@@ -7,7 +7,10 @@ the edges exactly (tested on and next to every edge).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from numpy.typing import NDArray
 
 from rcdiag.metrics.ragged import F64, I64
 
@@ -58,45 +61,45 @@ def position_runs(offsets: I64) -> tuple[I64, I64]:
     return np.repeat(offsets[:-1], runs) + (1 << bucket) - 1, bucket
 
 
-_TOP = SIGNED_LOG_EDGES.size // 2 - 1  # index K of the largest magnitude edge M_K (72)
-_BRACKETS: F64 = np.concatenate([[-np.inf], SIGNED_LOG_EDGES, [np.inf]])
-"""Bin j holds _BRACKETS[j] ≤ x < _BRACKETS[j + 1]."""
+_KEY_SHIFT = 45
+"""A value's bin key is its float64 bit pattern shifted right by this: sign, exponent and the top 7
+mantissa bits, so each key holds the values of one sign within a relative width of 2⁻⁷ (0.8 %),
+far narrower than a bin (a factor 10^(1/8) ≈ 1.33)."""
+
+
+@functools.cache
+def _key_bins() -> tuple[NDArray[np.int16], NDArray[np.bool_]]:
+    """For every key (2¹⁹): the bin of all its values, and whether that is not one bin (an edge
+    lies among its values, or it holds ±inf or NaN): those values are binned one by one."""
+    keys = np.arange(1 << (64 - _KEY_SHIFT), dtype=np.uint64)
+    first = (keys << np.uint64(_KEY_SHIFT)).view(np.float64)  # the key's smallest magnitude
+    last = ((keys << np.uint64(_KEY_SHIFT)) | np.uint64((1 << _KEY_SHIFT) - 1)).view(np.float64)
+    with np.errstate(invalid="ignore"):
+        low = np.searchsorted(SIGNED_LOG_EDGES, first, side="right")
+        high = np.searchsorted(SIGNED_LOG_EDGES, last, side="right")
+        special = ~np.isfinite(first) | ~np.isfinite(last)
+    return low.astype(np.int16), (low != high) | special
 
 
 def signed_log_bin(values: F64) -> I64:
     """Index of the :data:`SIGNED_LOG_EDGES` bin of each value (0 … 146): the number of edges ≤ x
     (NaN: the last bin).
 
-    Computed from log₁₀|x| (the magnitude edges are M_k = 10^(−5 + k/8)), then corrected by one
-    comparison with the true edges on each side, so a value on or next to an edge lands exactly
-    where a binary search would put it, at a fraction of its cost.
+    Read from a table by the top bits of each value (:data:`_KEY_SHIFT`); the few values whose key
+    straddles an edge (or holds ±inf, NaN) are placed by a binary search. So every value lands
+    exactly where a binary search would put it, in a few passes and without a logarithm.
 
     Example:
         >>> signed_log_bin(np.array([-1e9, -1.0, 0.0, 1.0, 1e9])).tolist()
         [0, 33, 73, 114, 146]
     """
-    values = np.asarray(values, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        level = np.log10(np.abs(values))
-    level -= LOG_MAGNITUDE_RANGE[0]
-    level *= BINS_PER_DECADE
-    np.clip(level, -1.0, _TOP, out=level)  # NaN stays NaN
-    nan = np.isnan(level)
-    if nan.any():
-        level[nan] = _TOP
-    k = np.floor(level).astype(np.int64)  # M_k ≤ |x| < M_(k+1), up to rounding
-    # x ≥ 0: bin K + 2 + k; x < 0: bin K − k (written without a data-dependent branch)
-    index = k + (_TOP + 2)
-    k += 1
-    k *= 2
-    k *= values < 0
-    index -= k
-    np.clip(index, 0, SIGNED_LOG_EDGES.size, out=index)
-    index += values >= np.take(_BRACKETS, index + 1)
-    index -= values < np.take(_BRACKETS, index)
-    np.minimum(index, SIGNED_LOG_EDGES.size, out=index)  # +inf is ≥ the last bracket too
-    if nan.any():
-        index[nan] = SIGNED_LOG_EDGES.size
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    bins, straddles = _key_bins()
+    keys = values.view(np.uint64) >> np.uint64(_KEY_SHIFT)
+    index = bins.take(keys).astype(np.int64)
+    exact = np.flatnonzero(straddles.take(keys))
+    if exact.size:
+        index[exact] = np.searchsorted(SIGNED_LOG_EDGES, values[exact], side="right")
     return index
 
 
