@@ -252,17 +252,17 @@ def compare_and_recommend(
     summary_only = [*(sweep.configs if sweep else ()), *(c for _, cs in candidates for c in cs)]
     done = run(dump, Request(AnalyzeOptions(dialect=dialect), configs, summary_only), progress)
     result = comparison_result(done, configs, sweep)
-    document = result.to_json()
     comparison = done.comparison
     assert comparison is not None
     presets = PRESETS[dialect]
     analysis = analysis_result(done)
     advice_input = {
         **analysis.to_json(),
-        "presets": [  # compared presets only (a --config file may carry a preset's name)
-            entry
-            for entry in document["presets"]
-            if entry["name"] in presets and entry["config"] == dict(presets[entry["name"]].config)
+        "presets": [  # compared presets only (a --config file may carry a preset's name), without
+            # their per-step figures, which the recommendation does not read
+            dataclasses.replace(entry, steps=()).to_json()
+            for entry in result.presets
+            if entry.name in presets and dict(entry.config) == dict(presets[entry.name].config)
         ],
         "sweeps": [
             {
