@@ -260,7 +260,7 @@ def compare_and_recommend(
         **analysis.to_json(),
         "presets": [  # compared presets only (a --config file may carry a preset's name), without
             # their per-step figures, which the recommendation does not read
-            dataclasses.replace(entry, steps=()).to_json()
+            entry.without_steps().to_json()
             for entry in result.presets
             if entry.name in presets and dict(entry.config) == dict(presets[entry.name].config)
         ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -180,15 +181,16 @@ def compare_presets(
                 progress=advance,
             )
         warn_about_input(result.source, quiet)
-        document = result.to_json()
         if "--json" in written:
-            write_output(written["--json"], document)
+            write_output(written["--json"], result.to_json())
         for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
             if option in written:
                 write_table(written[option], result.to_arrow(), kind)
     if quiet:
         return
-    show(document, sort, dict(result.recommendation or {}))
+    # the terminal shows the whole dump's figures and the worst steps, not every step
+    overview = dataclasses.replace(result, presets=tuple(p.without_steps() for p in result.presets))
+    show(overview.to_json(), sort, dict(result.recommendation or {}))
     for option in ("--json", "--csv", "--parquet"):
         if option in written:
             wrote(written[option])

@@ -146,6 +146,11 @@ class ConfigurationResult(JsonRecord):
     purpose: str | None = None
     framework: str | None = None
 
+    def without_steps(self) -> ConfigurationResult:
+        """The entry without its per-step figures and metrics (for what reads only the whole
+        dump's: the terminal, the verdict, the recommendation), so many steps are not copied."""
+        return dataclasses.replace(self, steps=())
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
         if self.framework is not None:
