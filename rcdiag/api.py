@@ -287,7 +287,7 @@ def write_report(
     from rcdiag.io.paths import check_outputs
     from rcdiag.io.remote import is_remote
     from rcdiag.report.render import write_html
-    from rcdiag.report.run import complete, document_of
+    from rcdiag.report.run import document_of, page_json
 
     if isinstance(result, ReportDocument):
         document = result
@@ -297,7 +297,7 @@ def write_report(
         document = document_of(result.to_json(), "the comparison")
     inputs = [Path(p) for p in document.source.paths if not is_remote(p)]
     target = check_outputs({"path": os.fspath(path)}, {"a file of the dump": inputs})["path"]
-    return write_html(target, complete(document).to_json(), plotlyjs)
+    return write_html(target, page_json(document), plotlyjs)
 
 
 def frameworks_of(value: str | Sequence[str] | None, option: str) -> list[Framework]:

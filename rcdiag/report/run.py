@@ -98,20 +98,21 @@ def build_report_document(
     return complete(document)
 
 
+def overview(document: ReportDocument) -> ReportDocument:
+    """The document without the presets' per-step figures: all that the verdict, the
+    recommendation and the page read (none of them reads those), without copying every step."""
+    presets = document.presets
+    if presets is None:
+        return document
+    return dataclasses.replace(document, presets=tuple(p.without_steps() for p in presets))
+
+
 def complete(document: ReportDocument) -> ReportDocument:
     """Add the verdict and the recommendation when the document lacks them (pure functions of
     the rest, :mod:`rcdiag.assess.verdict` and :mod:`rcdiag.assess.recommend`)."""
     if document.verdict is not None and document.recommendation is not None:
         return document
-    # neither reads the presets' per-step figures: leaving them out of this copy keeps a report of
-    # many steps from holding them twice
-    presets = document.presets
-    data = dataclasses.replace(
-        document,
-        presets=None
-        if presets is None
-        else tuple(dataclasses.replace(p, steps=()) for p in presets),
-    ).to_json()
+    data = overview(document).to_json()
     return dataclasses.replace(
         document,
         verdict=document.verdict if document.verdict is not None else verdict(data),
@@ -119,6 +120,12 @@ def complete(document: ReportDocument) -> ReportDocument:
         if document.recommendation is not None
         else recommend(data),
     )
+
+
+def page_json(document: ReportDocument) -> dict[str, Any]:
+    """The JSON the page is rendered from (:func:`rcdiag.report.render.render_html`): the
+    complete document's :func:`overview`."""
+    return overview(complete(document)).to_json()
 
 
 def load_document(path: Path) -> ReportDocument:
