@@ -19,7 +19,7 @@ from rcdiag.cli import app
 from rcdiag.model import ReportDocument
 from rcdiag.report.plotlyjs import bundle_base64
 from rcdiag.report.render import missing_sections, render_html, view_model
-from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
+from rcdiag.report.run import ReportOptions, analyze_part, build_report_document, page_json
 from rcdiag.report.trends import bucketed
 from rcdiag.results import DumpSpec, analyze_dump
 from rcdiag.synth import config_for, write_synthetic_dump
@@ -192,6 +192,16 @@ def test_every_chart_has_data_and_a_figure() -> None:
         assert values, f"{chart.id} is empty"
     html = render_html(drift())
     assert html.count('data-figure="') == len(figures)
+
+
+def test_the_page_reads_no_per_step_preset_figures() -> None:
+    """The page is rendered from the document without the presets' per-step entries
+    (``page_json``); the same page as from the whole document, so nothing on it needs them."""
+    document = _built()
+    light = page_json(document)
+    assert all(p["steps"] == [] for p in light["presets"])
+    assert all(p["steps"] for p in drift()["presets"])
+    assert render_html(light) == render_html(drift())
 
 
 def test_everything_is_escaped() -> None:
