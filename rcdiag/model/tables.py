@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 STEP_KEYS = ("step", "rows", "valid_tokens")
 """The first columns of a per-step table, before one column per metric."""
-PRESET_STEP_KEYS = ("step", "configuration")
-"""The first columns of a per-step, per-configuration table, before the figures and metrics."""
 POLARS_MISSING = (
     "{what} is a polars DataFrame, and polars is not installed: pip install 'rcdiag[polars]' "
     "(or use {result}.to_arrow(), the same table as a pyarrow Table)"
