@@ -82,10 +82,11 @@ class _Finished:
     def __init__(self, stats: GroupedStats, rows: bool) -> None:
         self.total = stats.total()
         self.slot_of = stats.index.slot_of
-        self.names, self.matrix = stats.matrix()
+        self.names, matrix = stats.matrix()
+        self.by_slot = np.ascontiguousarray(matrix.T)  # one contiguous row of values per step
         self.rows: dict[int, dict[str, float]] | None = None
         if rows:
-            columns = self.matrix.T.tolist()
+            columns = self.by_slot.tolist()
             self.rows = {
                 key: dict(zip(self.names, columns[slot], strict=True))
                 for key, slot in self.slot_of.items()
@@ -96,7 +97,7 @@ class _Finished:
             return self.total
         if self.rows is not None:
             return self.rows[step]
-        return dict(zip(self.names, self.matrix[:, self.slot_of[step]].tolist(), strict=True))
+        return dict(zip(self.names, self.by_slot[self.slot_of[step]].tolist(), strict=True))
 
 
 class PresetComparison:
