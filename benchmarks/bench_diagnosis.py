@@ -20,9 +20,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from planted import CAUSES, VARIANTS, write_planted  # noqa: E402
 
-from rcdiag.analysis import AnalyzeOptions  # noqa: E402
+from rcdiag.metrics.analysis import AnalyzeOptions  # noqa: E402
 from rcdiag.model import Diagnosis  # noqa: E402
-from rcdiag.results import DumpSpec, analyze_dump  # noqa: E402
+from rcdiag.run.dump import DumpSpec  # noqa: E402
+from rcdiag.run.results import analyze_dump  # noqa: E402
 
 NOISES = (0.01, 0.05, 0.1, 0.3)
 

@@ -21,9 +21,11 @@ from pathlib import Path
 
 from bench_steps import generate as steps_generate
 
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
-from rcdiag.pipeline import Consumers, DumpSpec, Request, run
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.consumers import Consumers, Request
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.engine import run
 
 HERE = Path(__file__).resolve().parent
 

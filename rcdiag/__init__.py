@@ -22,14 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
-SCHEMA_VERSION = 2
-"""Version of the JSON documents rcdiag writes (docs/report.md, "Results JSON")."""
+from rcdiag.version import SCHEMA_VERSION, __version__
 
 _API = ("analyze", "baseline", "check", "compare_presets", "report", "write_report")
 
 __all__ = [
+    "SCHEMA_VERSION",
     "__version__",
     "analyze",
     "baseline",

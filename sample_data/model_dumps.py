@@ -47,10 +47,11 @@ from tiny_lm import (  # the script's sibling module
 )
 
 from rcdiag import write_dump
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.io.reader import StepSelection
+from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.model import AnalysisResult
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 
 VARIANTS = (
     "bf16",

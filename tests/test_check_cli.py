@@ -345,7 +345,7 @@ def test_a_crash_is_exit_2_never_1(dumps: dict[str, Path], monkeypatch: pytest.M
     def broken(*args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("rcdiag.checks.run.evaluate_rules", broken)
+    monkeypatch.setattr("rcdiag.run.check.evaluate_rules", broken)
     code, _, err = run("check", dumps["healthy"], "-q")
     assert code == 2
     assert "Error: internal error (RuntimeError: boom); rerun with --debug" in err

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.checks.baseline import compare
-from rcdiag.checks.bootstrap import PoissonBootstrap, poisson_weights, stream_key
 from rcdiag.checks.evaluate import CheckInputs, check_document, evaluate_rules, passed
 from rcdiag.checks.outputs import junit_xml, markdown
 from rcdiag.checks.rules import CheckSettings, parse_rule
+from rcdiag.metrics.analysis import OffPolicyAnalysis
+from rcdiag.metrics.bootstrap import PoissonBootstrap, poisson_weights, stream_key
 from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.metrics.trend import (
     MIN_TREND_STEPS,

@@ -457,7 +457,7 @@ def test_a_configuration_that_rejects_a_whole_step_is_reported() -> None:
     )
     comparison.update(_tiny([[0.5, 0.5]], step=0))  # geometric mean ρ = e^0.5: rejected
     comparison.update(_tiny([[0.0, 0.0]], step=1))  # ρ = 1: kept
-    from rcdiag.results import configuration_result
+    from rcdiag.run.results import configuration_result
 
     entry = configuration_result(comparison, comparison.configs["geo"])
     assert entry.fully_rejected_steps == (0,)

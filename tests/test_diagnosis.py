@@ -13,12 +13,13 @@ import pytest
 from planted import CAUSES, write_planted
 from typer.testing import CliRunner
 
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.diagnosis import DETECTORS
 from rcdiag.assess.observations import LIMITS, ratio_z
 from rcdiag.assess.registry import RECORDS, REGISTRY, worst
 from rcdiag.cli import app
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 
 MODEL = Path(__file__).resolve().parent.parent / "sample_data" / "model"
 

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import rcdiag
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.io import shards
 from rcdiag.io.shards import DumpWriter
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 
 
 def arrays(seed: int, rows: int = 6, width: int = 9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

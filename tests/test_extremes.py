@@ -113,7 +113,7 @@ def test_every_command_is_silent_on_log_probs_near_the_float_limit(
 
 
 def test_bootstrap_counts_an_infinite_row_only_where_it_is_drawn() -> None:
-    from rcdiag.checks.bootstrap import PoissonBootstrap
+    from rcdiag.metrics.bootstrap import PoissonBootstrap
     from rcdiag.metrics.ragged import RaggedBatch
 
     rollout = np.array([-800.0] + [-1.0] * 9)  # row 0: ℓ = 800, its k3 is +inf

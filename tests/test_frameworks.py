@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import reference_frameworks as ref
 
-from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask, ratio_tokens
 from rcdiag.correction.view import TokenView
@@ -18,6 +17,7 @@ from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module
 from rcdiag.frameworks import trl as trl_module
 from rcdiag.frameworks.analysis import FrameworkMetrics
+from rcdiag.metrics.analysis import OffPolicyAnalysis
 from rcdiag.metrics.ragged import RaggedBatch
 
 Row = tuple[list[float], list[float], list[int]]

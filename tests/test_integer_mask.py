@@ -76,7 +76,7 @@ def test_legacy_geometric_rejection_std_divides_by_the_count() -> None:
 
 def test_row_masked_means_divide_by_the_row_count() -> None:
     """training_log_ppl = mean_i(−Σ old / n_i): no 1e-8 in the per-row divisor."""
-    from rcdiag.analysis import OffPolicyAnalysis
+    from rcdiag.metrics.analysis import OffPolicyAnalysis
 
     batch = RaggedBatch(
         rollout=np.array([-1.0, -2.0, -3.0]),

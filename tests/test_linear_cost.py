@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from rcdiag import write_dump
-from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.assess.candidates import preset_configs
 from rcdiag.assess.recommend import recommend
 from rcdiag.assess.verdict import verdict
@@ -30,11 +29,14 @@ from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
 from rcdiag.checks.rules import CheckSettings, parse_rule
 from rcdiag.commands.analyze import step_table
 from rcdiag.correction.compare import NamedConfig
+from rcdiag.metrics.analysis import OffPolicyAnalysis
 from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.model import AnalysisResult, ReportDocument
-from rcdiag.pipeline import DumpSpec, Pass, Request, run
 from rcdiag.report.trends import trend_charts
-from rcdiag.results import analysis_result, comparison_result
+from rcdiag.run.consumers import Pass, Request
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.engine import run
+from rcdiag.run.results import analysis_result, comparison_result
 
 STEPS = 300
 """The shorter run of most stages; the longer has :data:`GROWTH` times as many steps."""

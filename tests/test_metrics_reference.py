@@ -31,7 +31,7 @@ from reference import (
     valid_log_ratios,
 )
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.ragged import RaggedBatch
 
 RTOL = 1e-6

@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from rcdiag.analysis import AnalyzeOptions
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 
 SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"
 MODEL_DUMPS = SAMPLE_DATA / "model"

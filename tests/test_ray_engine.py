@@ -13,14 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.errors import InputError, UsageError
 from rcdiag.frameworks import FRAMEWORKS
 from rcdiag.io.files import StepSelection
 from rcdiag.io.writer import write_dump
-from rcdiag.pipeline import BootstrapRequest, DumpSpec, Request, run
-from rcdiag.ray_engine import KILL_ONCE_VARIABLE
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.consumers import BootstrapRequest, Request
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.engine import run
+from rcdiag.run.ray import KILL_ONCE_VARIABLE
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray for the module, in one test process
@@ -197,7 +199,7 @@ def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_an_address_where_nothing_listens_is_refused_at_once() -> None:
-    from rcdiag.ray_engine import _check_reachable
+    from rcdiag.run.ray import _check_reachable
 
     with pytest.raises(UsageError, match=r"--ray-address 127\.0\.0\.1:1: no Ray cluster answers"):
         _check_reachable("127.0.0.1:1")

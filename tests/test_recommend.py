@@ -23,7 +23,7 @@ from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.model import ReportDocument
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
-from rcdiag.results import DumpSpec
+from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {

@@ -14,14 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from rcdiag import write_dump
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.cli import app
+from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.model import ReportDocument
 from rcdiag.report.plotlyjs import bundle_base64
 from rcdiag.report.render import missing_sections, render_html, view_model
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document, page_json
 from rcdiag.report.trends import bucketed
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 from rcdiag.synth import config_for, write_synthetic_dump
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,8 +275,8 @@ def test_buckets_hold_the_mean_min_and_max_of_their_steps(size: int) -> None:
 
 
 def _steps_of(dump: Path) -> list[dict[str, Any]]:
-    from rcdiag.analysis import AnalyzeOptions
-    from rcdiag.results import analyze_dump
+    from rcdiag.metrics.analysis import AnalyzeOptions
+    from rcdiag.run.results import analyze_dump
 
     return analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions()).to_json()["steps"]
 

@@ -24,7 +24,7 @@ import pytest
 
 from rcdiag.report.render import render_html, write_html
 from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
-from rcdiag.results import DumpSpec
+from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {

@@ -19,7 +19,7 @@ from rcdiag.report.render import render_html
 from rcdiag.report.run import ReportOptions, build_report_document
 from rcdiag.report.sweeps import is_sweep_chart
 from rcdiag.report.trends import trend_charts
-from rcdiag.results import DumpSpec
+from rcdiag.run.dump import DumpSpec
 from rcdiag.synth import config_for, write_synthetic_dump
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 from rcdiag.report.figures import bar, plotly_figure, scatter
 from rcdiag.report.run import ReportOptions, build_report_document
 from rcdiag.report.view import all_charts
-from rcdiag.results import DumpSpec
+from rcdiag.run.dump import DumpSpec
 
 go = pytest.importorskip("plotly.graph_objects")
 

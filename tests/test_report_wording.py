@@ -23,7 +23,7 @@ from rcdiag.assess.verdict import SIGNALS
 from rcdiag.assess.wording import SYMBOLS
 from rcdiag.report.render import render_html
 from rcdiag.report.run import ReportOptions, build_report_document
-from rcdiag.results import DumpSpec
+from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {

@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rcdiag import SCHEMA_VERSION
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import make_baseline
-from rcdiag.checks.bootstrap import BASELINE_STREAM
 from rcdiag.cli import app
 from rcdiag.correction.loading import resolve_configs
 from rcdiag.correction.sweep import build_sweep
 from rcdiag.errors import InputError
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.metrics.bootstrap import BASELINE_STREAM
 from rcdiag.model import (
     AnalysisResult,
     Baseline,
@@ -33,9 +33,11 @@ from rcdiag.model import (
     SourceInfo,
     StepResult,
 )
-from rcdiag.pipeline import BootstrapRequest, Request, run
 from rcdiag.report.run import ReportOptions, build_report_document
-from rcdiag.results import DumpSpec, analysis_result, analyze_dump, compare_dump
+from rcdiag.run.consumers import BootstrapRequest, Request
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.engine import run
+from rcdiag.run.results import analysis_result, analyze_dump, compare_dump
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_data"

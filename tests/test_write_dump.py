@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import rcdiag
-from rcdiag.analysis import AnalyzeOptions
-from rcdiag.results import DumpSpec, analyze_dump
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.run.dump import DumpSpec
+from rcdiag.run.results import analyze_dump
 
 
 def _tensors(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -4,7 +4,7 @@ The baseline itself, its JSON and its validation, is :class:`rcdiag.model.Baseli
 
 **Decision rule.** For a metric with baseline value b and current value c, the tolerance is
 τ = max(τ_abs, τ_rel·|b|) and Δ = c − b. With bootstrap replicates of both runs, [L, H] is the central
-``confidence`` interval of Δ (:func:`~rcdiag.checks.bootstrap.difference_interval`). A rule
+``confidence`` interval of Δ (:func:`~rcdiag.metrics.bootstrap.difference_interval`). A rule
 ``x <= baseline`` fails when L > τ: the current run is higher than the baseline by more than the
 tolerance, with the interval excluding noise. ``x >= baseline`` fails when H < −τ; ``x == baseline``
 fails on either. Without replicates (a maximum or a quantile) the point difference Δ takes the place
@@ -20,9 +20,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from rcdiag.checks.bootstrap import bootstrapped, difference_interval
 from rcdiag.checks.rules import Direction
 from rcdiag.errors import UsageError
+from rcdiag.metrics.bootstrap import bootstrapped, difference_interval
 from rcdiag.metrics.ragged import F64
 from rcdiag.model import AnalysisResult, Baseline
 

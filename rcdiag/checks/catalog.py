@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
+from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.ragged import RaggedBatch
 
 

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rcdiag import SCHEMA_VERSION
 from rcdiag.checks.baseline import Drift, compare
 from rcdiag.checks.rules import Bound, CheckSettings, Rule, Severity
 from rcdiag.formatting import fmt
@@ -23,6 +22,7 @@ from rcdiag.metrics.ragged import F64
 from rcdiag.metrics.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
 from rcdiag.model import AnalysisResult, Baseline, ConfigurationResult, Diagnosis
 from rcdiag.model.check import CHECK_KIND
+from rcdiag.version import SCHEMA_VERSION
 
 Status = Literal["pass", "fail", "warn", "skipped"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skipped")

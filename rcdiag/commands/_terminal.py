@@ -13,7 +13,7 @@ from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.commands._common import shown, stderr, stdout
 from rcdiag.commands._layout import hanging
 from rcdiag.model import Diagnosis, SourceInfo
-from rcdiag.pipeline import Progress as RowsRead
+from rcdiag.run.dump import Progress as RowsRead
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""

@@ -8,7 +8,6 @@ import numpy as np
 import typer
 
 from rcdiag import api
-from rcdiag.checks.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES
 from rcdiag.checks.defaults import BASELINE_DIRECTIONS
 from rcdiag.commands._common import (
     ALL_STEPS,
@@ -31,6 +30,7 @@ from rcdiag.commands._layout import Col, header_line, new_table
 from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, progress_bar, warn_about_input
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
+from rcdiag.metrics.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES
 from rcdiag.model import Baseline, Diagnosis
 
 

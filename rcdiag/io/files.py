@@ -20,10 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.paths import file_kind
+from rcdiag.io.paths import PARQUET_SUFFIXES, file_kind
 from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path
-
-PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "rollout": ("rollout_log_probs", "rollout_log_prob"),

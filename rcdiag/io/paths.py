@@ -16,6 +16,9 @@ from pathlib import Path
 
 from rcdiag.errors import UsageError
 
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+"""The suffixes of the parquet files a directory or a glob is searched for."""
+
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),

@@ -26,6 +26,7 @@ from typing import IO, Any
 from urllib.parse import unquote, urlparse
 
 from rcdiag.errors import InputError, UsageError
+from rcdiag.io.paths import PARQUET_SUFFIXES
 
 BLOCK_SIZE = 8 << 20
 """Bytes fetched ahead per request when a remote file is read (a bounded read-ahead buffer)."""
@@ -187,8 +188,6 @@ def filesystem(raw: str, storage_options: Mapping[str, Any] | None = None) -> tu
 def _is_parquet(key: str, root: str) -> bool:
     """A parquet file under ``root`` that is not hidden (no part of its relative path starts with
     ``.`` or ``_``, as for local directories)."""
-    from rcdiag.io.files import PARQUET_SUFFIXES
-
     relative = PurePosixPath(key).relative_to(PurePosixPath(root)) if root else PurePosixPath(key)
     return PurePosixPath(key).suffix.lower() in PARQUET_SUFFIXES and not any(
         part.startswith((".", "_")) for part in relative.parts

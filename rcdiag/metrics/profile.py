@@ -1,6 +1,6 @@
 """Where the rollout/training mismatch lives: distributions, buckets and the worst sequences.
 
-A streaming, bounded-memory companion of :class:`~rcdiag.analysis.OffPolicyAnalysis` for the HTML
+A streaming, bounded-memory companion of :class:`~rcdiag.metrics.analysis.OffPolicyAnalysis` for the HTML
 report. Notation as in :mod:`rcdiag.metrics.offpolicy`: per valid token ℓ = log π_train − log π_rollout,
 per row i with n_i ≥ 1 valid tokens S_i = Σ_valid ℓ and the geometric-mean log ratio m_i = S_i / n_i.
 

@@ -23,17 +23,17 @@ Their parts: :class:`SourceInfo`, :class:`RunOptions`, :class:`StepResult`, :cla
 :class:`WorstStep`, :class:`SweepResult` and :class:`SweepPoint`, :class:`Profile` with
 :class:`Histogram`, :class:`Bucket` and :class:`TopSequence`.
 
-This package only holds, writes and checks results; :mod:`rcdiag.results` builds them from a pass
+This package only holds, writes and checks results; :mod:`rcdiag.run.results` builds them from a pass
 over a dump, :mod:`rcdiag.assess` makes the judgements in them.
 """
 
 from __future__ import annotations
 
-from rcdiag.model.analysis import AnalysisResult, RunOptions, SourceInfo, StepResult
+from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.baseline import BASELINE_KIND, Baseline
 from rcdiag.model.check import CheckResult
-from rcdiag.model.comparison import (
-    ComparisonResult,
+from rcdiag.model.comparison import ComparisonResult
+from rcdiag.model.configuration import (
     ConfigurationResult,
     PresetStep,
     SweepPoint,
@@ -42,6 +42,7 @@ from rcdiag.model.comparison import (
 )
 from rcdiag.model.diagnosis import STATUSES, Cause, Diagnosis, MetricStatus, Status
 from rcdiag.model.fields import json_safe
+from rcdiag.model.parts import RunOptions, SourceInfo, StepResult
 from rcdiag.model.profile import Bucket, Histogram, Profile, TopSequence
 from rcdiag.model.report import ReportDocument
 

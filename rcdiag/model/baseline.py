@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from rcdiag import SCHEMA_VERSION, __version__
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.metrics.ragged import F64
-from rcdiag.model.analysis import Metrics, RunOptions, SourceInfo, StepResult, read_steps
 from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, Origin, json_safe, safe_numbers, shown
+from rcdiag.model.parts import Metrics, RunOptions, SourceInfo, StepResult, read_steps
 from rcdiag.model.tables import cached, polars_frame, step_table, to_pandas
+from rcdiag.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
     import pandas

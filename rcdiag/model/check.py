@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rcdiag import SCHEMA_VERSION
-from rcdiag.model.analysis import AnalysisResult, Metrics
+from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, json_safe
+from rcdiag.model.parts import Metrics
 from rcdiag.model.tables import cached, polars_frame, record_table, to_pandas
+from rcdiag.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import pandas

@@ -1,9 +1,5 @@
-"""The result of ``rcdiag compare-presets``: what each rollout-correction configuration would do.
-
-Each configuration (:class:`ConfigurationResult`) has every metric verl logs for it and rcdiag's
-comparison figures (its ``summary``: :data:`~rcdiag.correction.compare.SUMMARY_FIGURES`), overall
-and per step (:class:`PresetStep`); a threshold sweep (:class:`SweepResult`) has the figures of each
-grid point (:class:`SweepPoint`). :class:`ComparisonResult` is the ``--json`` document.
+"""The result of ``rcdiag compare-presets``: what each rollout-correction configuration would do
+(:mod:`rcdiag.model.configuration`), as the ``--json`` document (:class:`ComparisonResult`).
 """
 
 from __future__ import annotations
@@ -13,19 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rcdiag import __version__
 from rcdiag.dialects import Dialect
-from rcdiag.model.analysis import Metrics, SourceInfo, header, read_header
+from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis
-from rcdiag.model.fields import (
-    Field,
-    JsonRecord,
-    Number,
-    Scalar,
-    plain_numbers,
-    safe_number,
-    safe_numbers,
-)
+from rcdiag.model.fields import Field, JsonRecord, Number
+from rcdiag.model.parts import SourceInfo, header, read_header
 from rcdiag.model.tables import (
     cached,
     overall_table,
@@ -33,235 +21,12 @@ from rcdiag.model.tables import (
     preset_step_table,
     to_pandas,
 )
+from rcdiag.version import __version__
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
     import pyarrow as pa
-
-Figures = Mapping[str, Number]
-"""rcdiag's comparison figures by name (``kept_token_share``, ``ess``, …; None: not defined)."""
-Config = Mapping[str, Scalar]
-"""A configuration: verl's rollout-correction keys as given."""
-
-_SUMMARY_LISTS = ("worst_steps", "fully_rejected_steps")
-
-
-@dataclass(frozen=True)
-class WorstStep(JsonRecord):
-    """Where a comparison figure is worst.
-
-    Attributes:
-        step: the step where it is worst.
-        value: the figure's value there.
-    """
-
-    step: int
-    value: Number
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "value": safe_number(self.value)}
-
-    @classmethod
-    def read(cls, field: Field) -> WorstStep:
-        return cls(step=field["step"].integer(), value=field["value"].optional_number())
-
-
-def read_figures(field: Field) -> dict[str, Number]:
-    """A ``summary`` object's figures (every key but ``worst_steps`` and ``fully_rejected_steps``)."""
-    values = field.mapping()
-    if any(k in values for k in _SUMMARY_LISTS):
-        values = {k: v for k, v in values.items() if k not in _SUMMARY_LISTS}
-    return field.holding(values).numbers()
-
-
-@dataclass(frozen=True)
-class PresetStep(JsonRecord):
-    """One step of a configuration.
-
-    Attributes:
-        step: the training step.
-        summary: rcdiag's comparison figures on that step.
-        metrics: every metric verl logs for the configuration on that step; None where the
-            document keeps the figures only (the report's).
-    """
-
-    step: int
-    summary: Figures
-    metrics: Metrics | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        if self.metrics is None:
-            return {"step": self.step, "summary": safe_numbers(self.summary)}
-        return {
-            "step": self.step,
-            "metrics": safe_numbers(self.metrics),
-            "summary": safe_numbers(self.summary),
-        }
-
-    @classmethod
-    def read(cls, field: Field) -> PresetStep:
-        entry = field.value  # a document holds one per step and configuration: a quick path first
-        if type(entry) is dict and type(entry.get("step")) is int:
-            summary: Any = entry.get("summary")
-            metrics: Any = entry.get("metrics")
-            if plain_numbers(summary) and (
-                plain_numbers(metrics) or (metrics is None and "metrics" not in entry)
-            ):
-                return cls(entry["step"], dict(summary), None if metrics is None else dict(metrics))
-        metrics = field.get("metrics")
-        return cls(
-            step=field["step"].integer(),
-            summary=field["summary"].numbers(),
-            metrics=None if metrics is None else metrics.numbers(),
-        )
-
-
-@dataclass(frozen=True)
-class ConfigurationResult(JsonRecord):
-    """What one configuration (a preset, a ``--config`` file) would do to the dump: an entry of
-    ``presets``.
-
-    Attributes:
-        name: the preset's name or the configuration file's stem.
-        config: its verl keys.
-        overall: every metric verl logs for it, the whole dump as one batch.
-        summary: rcdiag's comparison figures over the whole dump.
-        worst_steps: for each figure, the step where it is worst (None: no step has a value).
-        fully_rejected_steps: steps where it rejects every valid token.
-        steps: the figures (and, in compare-presets documents, the metrics) of each step.
-        purpose: what the preset is for (report documents only, else None).
-        framework: the framework whose correction mode this is (docs/frameworks.md); None for
-            verl's, and then not in the document. ``config`` then holds that framework's keys and
-            ``overall`` the metrics it logs.
-    """
-
-    name: str
-    config: Config
-    overall: Metrics
-    summary: Figures
-    worst_steps: Mapping[str, WorstStep | None]
-    fully_rejected_steps: tuple[int, ...]
-    steps: tuple[PresetStep, ...]
-    purpose: str | None = None
-    framework: str | None = None
-
-    def without_steps(self) -> ConfigurationResult:
-        """The entry without its per-step figures and metrics (for what reads only the whole
-        dump's: the terminal, the verdict, the recommendation), so many steps are not copied."""
-        return dataclasses.replace(self, steps=())
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.framework is not None:
-            out["framework"] = self.framework
-        if self.purpose is not None:
-            out["purpose"] = self.purpose
-        out |= {
-            "config": dict(self.config),
-            "overall": safe_numbers(self.overall),
-            "summary": {
-                **safe_numbers(self.summary),
-                "worst_steps": {
-                    k: None if w is None else w.to_json() for k, w in self.worst_steps.items()
-                },
-                "fully_rejected_steps": list(self.fully_rejected_steps),
-            },
-            "steps": [s.to_json() for s in self.steps],
-        }
-        return out
-
-    @classmethod
-    def read(cls, field: Field) -> ConfigurationResult:
-        summary = field["summary"]
-        purpose = field.get("purpose")
-        framework = field.get("framework")
-        return cls(
-            name=field["name"].string(),
-            framework=None if framework is None else framework.string(),
-            purpose=None if purpose is None else purpose.string(),
-            config=field["config"].scalars(),
-            overall=field["overall"].numbers(),
-            summary=read_figures(summary),
-            worst_steps={
-                figure: None if w.is_null() else WorstStep.read(w)
-                for figure, w in summary["worst_steps"].entries()
-            },
-            fully_rejected_steps=summary["fully_rejected_steps"].integers(),
-            steps=tuple(PresetStep.read(s) for s in field["steps"].items()),
-        )
-
-
-@dataclass(frozen=True)
-class SweepPoint(JsonRecord):
-    """One grid point of a sweep.
-
-    Attributes:
-        threshold: the swept threshold as written in the grid (``1.001``).
-        config: the complete configuration of the point.
-        summary: rcdiag's comparison figures of that configuration over the whole dump.
-    """
-
-    threshold: str
-    config: Config
-    summary: Figures
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "config": dict(self.config),
-            "summary": safe_numbers(self.summary),
-        }
-
-    @classmethod
-    def read(cls, field: Field) -> SweepPoint:
-        return cls(
-            threshold=field["threshold"].string(),
-            config=field["config"].scalars(),
-            summary=field["summary"].numbers(),
-        )
-
-
-@dataclass(frozen=True)
-class SweepResult(JsonRecord):
-    """A threshold sweep: configurations that differ in one threshold, overall figures each.
-
-    ``compare-presets --sweep`` writes one as ``sweep`` (``target`` and ``points``); the report
-    lists its candidate sweeps under ``sweeps``, each also with a ``key`` and a ``title``.
-
-    Attributes:
-        target: the swept verl option (``seq_mean_k1``, ``is_token``, …).
-        points: the grid points, in grid order.
-        key: the report's name of the sweep (``geo``, ``max``, ``geo+max``, ``is``), or None.
-        title: what the sweep shows, for the report (None in compare-presets documents).
-    """
-
-    target: str
-    points: tuple[SweepPoint, ...]
-    key: str | None = None
-    title: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        points = [p.to_json() for p in self.points]
-        if self.title is None:
-            return {"target": self.target, "points": points}
-        return {"key": self.key, "target": self.target, "title": self.title, "points": points}
-
-    @classmethod
-    def read(cls, field: Field) -> SweepResult:
-        title = field.get("title")
-        key = field.get("key") if title is not None else None
-        return cls(
-            target=field["target"].string(),
-            points=tuple(SweepPoint.read(p) for p in field["points"].items()),
-            key=None if key is None else key.optional_string(),
-            title=None if title is None else title.string(),
-        )
-
-
-def read_presets(field: Field) -> tuple[ConfigurationResult, ...]:
-    """A list of :class:`ConfigurationResult`."""
-    return tuple(ConfigurationResult.read(p) for p in field.items())
 
 
 @dataclass(frozen=True)

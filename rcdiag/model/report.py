@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from rcdiag import __version__
 from rcdiag.dialects import Dialect
-from rcdiag.model.analysis import (
-    AnalysisResult,
+from rcdiag.model.analysis import AnalysisResult
+from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
+from rcdiag.model.diagnosis import Diagnosis, MetricStatus
+from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
+from rcdiag.model.frameworks import FrameworkResult, read_frameworks
+from rcdiag.model.parts import (
     Metrics,
     RunOptions,
     SourceInfo,
@@ -25,10 +28,6 @@ from rcdiag.model.analysis import (
     read_header,
     read_steps,
 )
-from rcdiag.model.comparison import ConfigurationResult, SweepResult, read_presets
-from rcdiag.model.diagnosis import Diagnosis, MetricStatus
-from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
-from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.profile import Profile
 from rcdiag.model.tables import (
     cached,
@@ -37,6 +36,7 @@ from rcdiag.model.tables import (
     step_table,
     to_pandas,
 )
+from rcdiag.version import __version__
 
 if TYPE_CHECKING:
     import pandas

@@ -16,15 +16,15 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from rcdiag.model.configuration import ConfigurationResult
 from rcdiag.model.fields import Number
+from rcdiag.model.parts import StepResult
 
 if TYPE_CHECKING:
     import pandas
     import polars as pl
     import pyarrow as pa
 
-    from rcdiag.model.analysis import StepResult
-    from rcdiag.model.comparison import ConfigurationResult
 
 STEP_KEYS = ("step", "rows", "valid_tokens")
 """The first columns of a per-step table, before one column per metric."""

@@ -23,6 +23,7 @@ from typing import Any
 from markupsafe import Markup
 
 from rcdiag.io.writer import atomic_write
+from rcdiag.model.fields import json_safe
 from rcdiag.report import view
 from rcdiag.report.figures import Chart
 from rcdiag.report.plotlyjs import (
@@ -35,7 +36,6 @@ from rcdiag.report.plotlyjs import (
     script_src,
 )
 from rcdiag.report.view import missing_sections
-from rcdiag.results import json_safe
 
 
 def json_for_script(value: Any) -> Markup:

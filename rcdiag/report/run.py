@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.assess.candidates import candidate_sweeps, preset_configs
 from rcdiag.assess.recommend import recommend
 from rcdiag.assess.verdict import verdict
@@ -31,10 +30,13 @@ from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.frameworks.base import Framework
 from rcdiag.io.paths import read_text_input
+from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import AnalysisResult, Profile, ReportDocument
-from rcdiag.pipeline import DumpSpec, Progress, Request, run
-from rcdiag.results import analysis_result, configuration_result, sweep_result
+from rcdiag.run.consumers import Request
+from rcdiag.run.dump import DumpSpec, Progress
+from rcdiag.run.engine import run
+from rcdiag.run.results import analysis_result, configuration_result, sweep_result
 
 
 @dataclass(frozen=True)

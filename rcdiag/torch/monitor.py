@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.config import ConfigError, parse_config
 from rcdiag.correction.loading import files_dialect
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.io.writer import padded_arrays
+from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.ragged import from_padded
 
 __all__ = ["Monitor", "offpolicy_metrics", "preset_metrics"]

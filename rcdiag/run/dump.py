@@ -1,23 +1,71 @@
-"""The arguments every function of :mod:`rcdiag.api` shares: where the dump is and how to read it
-(they mirror the flags every dump-reading command has)."""
+"""Where a dump is and how to read it: :class:`DumpSpec`, and the arguments every function of
+:mod:`rcdiag.api` shares to describe it (they mirror the flags every dump-reading command has)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.files import ColumnNames, StepSelection
-from rcdiag.pipeline import DumpSpec
+from rcdiag.io.reader import DumpReader
 
 PathLike = str | os.PathLike[str]
 Paths = PathLike | Sequence[PathLike]
 """A dump: a parquet file, a directory (of ``step=N/`` shards), a glob or a URL, or several."""
+
+ENGINES = ("local", "ray")
+"""Where a pass runs: this process (``local``) or a Ray cluster (``ray``, docs/scale.md)."""
+
+
+@dataclass(frozen=True)
+class DumpSpec:
+    """Where a dump is and how to read it.
+
+    Args:
+        engine: ``local`` (this process) or ``ray`` (the files spread over a Ray cluster).
+        ray_address: the cluster for ``ray`` (None: ``RAY_ADDRESS``, else a local Ray).
+    """
+
+    paths: Sequence[str | Path]
+    columns: ColumnNames = field(default_factory=ColumnNames)
+    drop_nonfinite: bool = False
+    selection: StepSelection = field(default_factory=StepSelection)
+    engine: str = "local"
+    ray_address: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+
+    def reader(
+        self,
+        row_details: bool = False,
+        paths: Sequence[str | Path] | None = None,
+        stream_offset: int = 0,
+    ) -> DumpReader:
+        """A streaming reader; ``row_details`` also reads each row's uid and position. ``paths``
+        and ``stream_offset``: a part of the dump (its files, and the rows before them)."""
+        return DumpReader(
+            self.paths if paths is None else paths,
+            self.columns,
+            drop_nonfinite=self.drop_nonfinite,
+            selection=self.selection,
+            row_details=row_details,
+            stream_offset=stream_offset,
+            storage_options=self.storage_options,
+        )
+
+
 Progress = Callable[[int, int], None]
 """Called as ``progress(rows_read, total_rows)`` after each batch."""
+
 
 DUMP_ARGUMENTS = """\
         step: analyse only this step, or these steps (``--step``).

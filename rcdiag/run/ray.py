@@ -2,7 +2,7 @@
 
 The driver lists the dump's files exactly as the local engine does (sorted paths, footers read for
 the row counts) and gives each file to a Ray task with the number of rows before it. Each task reads
-its file with the local reader and feeds the same :class:`~rcdiag.pipeline.Consumers` the local
+its file with the local reader and feeds the same :class:`~rcdiag.run.consumers.Consumers` the local
 engine uses; the driver merges the returned consumers in file order. Every statistic is a sum, an
 extreme, a moment or a count per step, so the merged result is the local one up to the order of
 floating-point additions (docs/scale.md, "Identical results"); rows keep their position in the whole
@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.pipeline import Consumers, DumpSpec, Pass, Progress, Request, prefetch
+from rcdiag.io.reader import prefetch
+from rcdiag.run.consumers import Consumers, Pass, Request
+from rcdiag.run.dump import DumpSpec, Progress
 
 TASK_RETRIES = 3
 """How often Ray runs a file's task again after its worker died (not after an input error)."""
@@ -73,7 +75,7 @@ def _maybe_die_for_a_test() -> None:
 
 
 def run_on_ray(dump: DumpSpec, request: Request, progress: Progress | None = None) -> Pass:
-    """The pass of :func:`rcdiag.pipeline.run` with the dump's files read by Ray tasks.
+    """The pass of :func:`rcdiag.run.engine.run` with the dump's files read by Ray tasks.
 
     Raises:
         UsageError: Ray is not installed, or the cluster cannot be reached.

@@ -1,6 +1,6 @@
 """The typed results of a pass over a dump (:mod:`rcdiag.model`; docs/report.md, "Results JSON").
 
-The results built here from a :class:`~rcdiag.pipeline.Pass` are the one thing the terminal view,
+The results built here from a :class:`~rcdiag.run.consumers.Pass` are the one thing the terminal view,
 the HTML report and CI checks read; their ``to_json()`` is what ``--json`` writes.
 """
 
@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis, StepResult
 from rcdiag.assess.diagnosis import Diagnosis, diagnose
 from rcdiag.assess.observations import Observations
 from rcdiag.assess.registry import MetricStatus, judge
@@ -21,6 +20,7 @@ from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
 from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
+from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.grouped import GroupedStats
 from rcdiag.metrics.trend import detect_trend
 from rcdiag.model import (
@@ -30,22 +30,23 @@ from rcdiag.model import (
     PresetStep,
     RunOptions,
     SourceInfo,
+    StepResult,
     SweepPoint,
     SweepResult,
     WorstStep,
     json_safe,
 )
-from rcdiag.pipeline import DumpSpec, Pass, Progress, Request, run
+from rcdiag.run.consumers import Pass, Request
+from rcdiag.run.dump import DumpSpec, Progress
+from rcdiag.run.engine import run
 
 __all__ = [
-    "DumpSpec",
     "analysis_result",
     "analyze_dump",
     "compare_and_recommend",
     "compare_dump",
     "comparison_result",
     "configuration_result",
-    "json_safe",
     "source_info",
     "sweep_result",
 ]
@@ -103,7 +104,7 @@ def analysis_result(done: Pass) -> AnalysisResult:
     dump, reader, analysis = done.dump, done.reader, done.analysis
     options = analysis.options
     source = source_info(dump, reader, analysis.stats)
-    steps = analysis.step_results()
+    steps = [StepResult(*s) for s in analysis.step_results()]
     statuses, diagnosis = assess(analysis, steps, reader.positive_log_probs)
     return AnalysisResult(
         dialect=options.dialect,

@@ -1,6 +1,6 @@
-"""One pass over a dump for every consumer that a command asks for.
+"""What one pass over a dump computes: every consumer that a command asks for.
 
-Every command reads the dump exactly once through :func:`run`: the analysis always (the per-row
+Every command reads the dump exactly once (:func:`rcdiag.run.engine.run`): the analysis always (the per-row
 statistics, the ℓ sketch, the diagnosis evidence), and as requested the preset comparison (verl's
 metrics per configuration, sweep points for their summary only), the mismatch profile and the
 Poisson bootstrap. What the consumers share is computed once per batch: the masked log ratio (cached
@@ -10,70 +10,19 @@ comparison's base).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from rcdiag.analysis import AnalyzeOptions, OffPolicyAnalysis
-from rcdiag.checks.bootstrap import PoissonBootstrap
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.view import TokenView
-from rcdiag.errors import UsageError
 from rcdiag.frameworks.analysis import FrameworkMetrics
 from rcdiag.frameworks.base import Framework
-from rcdiag.io.files import ColumnNames, StepSelection
-from rcdiag.io.reader import DumpReader, prefetch
+from rcdiag.io.reader import DumpReader
+from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
+from rcdiag.metrics.bootstrap import PoissonBootstrap
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
-
-ENGINES = ("local", "ray")
-"""Where a pass runs: this process (``local``) or a Ray cluster (``ray``, docs/scale.md)."""
-
-
-@dataclass(frozen=True)
-class DumpSpec:
-    """Where a dump is and how to read it.
-
-    Args:
-        engine: ``local`` (this process) or ``ray`` (the files spread over a Ray cluster).
-        ray_address: the cluster for ``ray`` (None: ``RAY_ADDRESS``, else a local Ray).
-    """
-
-    paths: Sequence[str | Path]
-    columns: ColumnNames = field(default_factory=ColumnNames)
-    drop_nonfinite: bool = False
-    selection: StepSelection = field(default_factory=StepSelection)
-    engine: str = "local"
-    ray_address: str | None = None
-    storage_options: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
-
-    def reader(
-        self,
-        row_details: bool = False,
-        paths: Sequence[str | Path] | None = None,
-        stream_offset: int = 0,
-    ) -> DumpReader:
-        """A streaming reader; ``row_details`` also reads each row's uid and position. ``paths``
-        and ``stream_offset``: a part of the dump (its files, and the rows before them)."""
-        return DumpReader(
-            self.paths if paths is None else paths,
-            self.columns,
-            drop_nonfinite=self.drop_nonfinite,
-            selection=self.selection,
-            row_details=row_details,
-            stream_offset=stream_offset,
-            storage_options=self.storage_options,
-        )
-
-
-Progress = Callable[[int, int], None]
-"""Called as ``progress(rows_read, total_rows)`` after each batch."""
+from rcdiag.run.dump import DumpSpec
 
 
 @dataclass(frozen=True)
@@ -194,36 +143,3 @@ class Pass:
         if self.bootstrap is None:
             return None
         return self.bootstrap.replicate_metrics(self.analysis.options.legacy_veto)
-
-
-def stream(
-    dump: DumpSpec,
-    consume: Callable[[RaggedBatch], None],
-    progress: Progress | None,
-    row_details: bool = False,
-) -> DumpReader:
-    """Read the dump once, handing every batch to ``consume``; returns the exhausted reader."""
-    reader = dump.reader(row_details)
-    total = reader.total_rows
-    for batch in prefetch(reader.batches()):
-        consume(batch)
-        if progress is not None:
-            progress(reader.rows_read, total)
-    return reader
-
-
-def run(dump: DumpSpec, request: Request | None = None, progress: Progress | None = None) -> Pass:
-    """Read ``dump`` once for the analysis and every consumer ``request`` asks for, here or on a
-    Ray cluster (``dump.engine``).
-
-    Raises:
-        InputError: unreadable input (the reader's errors, naming file, row, step and column).
-    """
-    request = request or Request()
-    if dump.engine == "ray":
-        from rcdiag.ray_engine import run_on_ray
-
-        return run_on_ray(dump, request, progress)
-    consumers = Consumers.for_request(request)
-    reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
-    return consumers.finish(dump, reader)

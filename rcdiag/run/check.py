@@ -8,9 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from rcdiag.analysis import AnalyzeOptions
 from rcdiag.checks.baseline import check_compatible
-from rcdiag.checks.bootstrap import CHECK_STREAM
 from rcdiag.checks.catalog import analysis_metric_names, preset_metric_names
 from rcdiag.checks.defaults import default_rules
 from rcdiag.checks.evaluate import (
@@ -28,10 +26,14 @@ from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import printable, read_text_input
+from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.metrics.bootstrap import CHECK_STREAM
 from rcdiag.metrics.ragged import F64
 from rcdiag.model import AnalysisResult, Baseline, CheckResult, ConfigurationResult
-from rcdiag.pipeline import BootstrapRequest, DumpSpec, Progress, Request, run
-from rcdiag.results import analysis_result, comparison_result
+from rcdiag.run.consumers import BootstrapRequest, Request
+from rcdiag.run.dump import DumpSpec, Progress
+from rcdiag.run.engine import run
+from rcdiag.run.results import analysis_result, comparison_result
 
 
 def load_rules(rules_file: Path | None, rule: Sequence[str]) -> RuleSet:

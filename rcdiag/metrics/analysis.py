@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,9 +26,17 @@ from rcdiag.metrics.offpolicy import (
 )
 from rcdiag.metrics.ragged import F64, RaggedBatch
 from rcdiag.metrics.sketch import QuantileSketch
-from rcdiag.model.analysis import StepResult
 
 Metrics = dict[str, float | None]
+
+
+class StepMetrics(NamedTuple):
+    """Every metric of one step, with its rows and valid tokens."""
+
+    step: int
+    rows: int
+    valid_tokens: int
+    metrics: Metrics
 
 
 @dataclass(frozen=True)
@@ -125,20 +134,22 @@ class OffPolicyAnalysis:
                 metrics[f"rcdiag/log_ratio_{name}"] = value
         return metrics
 
-    def _result(self, step: int, stats: dict[str, float], quantiles: Sequence[float]) -> StepResult:
-        return StepResult(
+    def _result(
+        self, step: int, stats: dict[str, float], quantiles: Sequence[float]
+    ) -> StepMetrics:
+        return StepMetrics(
             step=step,
             rows=int(stats["rows"]),
             valid_tokens=int(stats["valid_tokens"]),
             metrics=self._metrics(stats, quantiles),
         )
 
-    def step_result(self, step: int) -> StepResult:
+    def step_result(self, step: int) -> StepMetrics:
         """The result of one step."""
         quantiles = [self.sketch.quantile(step, q) for q in LOG_RATIO_QUANTILES.values()]
         return self._result(step, self.stats.group(step), quantiles)
 
-    def step_results(self) -> list[StepResult]:
+    def step_results(self) -> list[StepMetrics]:
         """The result of every step, by step: one sweep over the statistics and the sketch."""
         groups = self.stats.groups()
         keys, table = self.sketch.quantiles(list(LOG_RATIO_QUANTILES.values()))

@@ -1,0 +1,44 @@
+"""The one place a pass over a dump is started: here (the local read loop) or on a Ray cluster
+(:mod:`rcdiag.run.ray`), as the dump's ``engine`` asks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rcdiag.io.reader import DumpReader, prefetch
+from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.run.consumers import Consumers, Pass, Request
+from rcdiag.run.dump import DumpSpec, Progress
+
+
+def stream(
+    dump: DumpSpec,
+    consume: Callable[[RaggedBatch], None],
+    progress: Progress | None,
+    row_details: bool = False,
+) -> DumpReader:
+    """Read the dump once, handing every batch to ``consume``; returns the exhausted reader."""
+    reader = dump.reader(row_details)
+    total = reader.total_rows
+    for batch in prefetch(reader.batches()):
+        consume(batch)
+        if progress is not None:
+            progress(reader.rows_read, total)
+    return reader
+
+
+def run(dump: DumpSpec, request: Request | None = None, progress: Progress | None = None) -> Pass:
+    """Read ``dump`` once for the analysis and every consumer ``request`` asks for, here or on a
+    Ray cluster (``dump.engine``).
+
+    Raises:
+        InputError: unreadable input (the reader's errors, naming file, row, step and column).
+    """
+    request = request or Request()
+    if dump.engine == "ray":
+        from rcdiag.run.ray import run_on_ray
+
+        return run_on_ray(dump, request, progress)
+    consumers = Consumers.for_request(request)
+    reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
+    return consumers.finish(dump, reader)
