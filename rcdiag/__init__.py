@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 class _Package(types.ModuleType):
     """The ``rcdiag`` module: ``rcdiag.report`` stays the function :func:`rcdiag.api.report`
     when the package of the same name (the HTML report's modules, imported as
-    ``from rcdiag.report.run import …``) is loaded; Python's import would otherwise bind the
+    ``from rcdiag.run.documents import …``) is loaded; Python's import would otherwise bind the
     package to that name."""
 
     def __setattr__(self, name: str, value: Any) -> None:

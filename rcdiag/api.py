@@ -228,7 +228,7 @@ def report(
     Raises:
         InputError: unreadable input. UsageError: both or neither of a dump and ``from_json``.
     """
-    from rcdiag.report.run import ReportOptions, build_report_document, complete, load_document
+    from rcdiag.run.documents import ReportOptions, build_report_document, complete, load_document
 
     explicit = dialect_of(dialect)
     if top < 0:
@@ -419,7 +419,7 @@ def write_report(
     from rcdiag.io.paths import check_outputs
     from rcdiag.io.remote import is_remote
     from rcdiag.report.render import write_html
-    from rcdiag.report.run import document_of, page_json
+    from rcdiag.run.documents import document_of, page_json
 
     if isinstance(result, ReportDocument):
         document = result

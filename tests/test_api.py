@@ -223,7 +223,7 @@ def test_signatures_and_help_mirror_the_commands() -> None:
 
 def test_report_stays_the_function_when_its_package_is_imported() -> None:
     import rcdiag.report.render
-    from rcdiag.report.run import build_report_document  # noqa: F401
+    from rcdiag.run.documents import build_report_document  # noqa: F401
 
     assert rcdiag.report is rcdiag.api.report and inspect.isfunction(rcdiag.report)
     assert set(rcdiag.__all__) <= set(dir(rcdiag))

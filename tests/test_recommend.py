@@ -22,7 +22,7 @@ from rcdiag.cli import app
 from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.model import ReportDocument
-from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
+from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document
 from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -313,31 +313,31 @@ def test_trend_describes_growth_and_the_diagnosis_decides_it() -> None:
 
 def test_analyze_only_results_get_a_verdict_and_default_thresholds() -> None:
     analyze = analyze_only("heavy_tails")
-    rec = recommend(analyze)
+    rec = recommend(analyze).to_json()
     assert rec["measured"] is False
     assert rec["choices"][0]["config"]["rollout_rs"] == "seq_max_k2"
     assert rec["choices"][0]["expected"] is None
     assert "no preset comparison" in rec["notes"][0]  # first: it qualifies everything else
     assert not any("safety valve" in r for c in rec["choices"] for r in c["reasons"])
-    drifting = recommend(analyze_only("drift"))
+    drifting = recommend(analyze_only("drift")).to_json()
     assert "no preset comparison" in drifting["notes"][0]
     reasons = [r for c in drifting["choices"] for r in c["reasons"]]
     assert any(r.startswith("The mismatch grows") for r in reasons)
     assert not any("Geometric-mean rejection" in r for r in reasons)  # not in the choice
-    assert verdict(analyze)["status"] == "act"
+    assert verdict(analyze).status == "act"
 
 
 def test_results_without_overall_metrics_give_no_advice() -> None:
     bare = {"schema_version": 2, "dialect": "latest", "source": {}}
-    assert recommend(bare)["choices"] == []
-    assert verdict(bare)["status"] is None
+    assert recommend(bare).choices == ()
+    assert verdict(bare).status is None
 
 
 def test_nan_metrics_are_treated_as_missing() -> None:
     analyze = analyze_only("bf16")
     analyze["overall"]["rollout_corr/chi2_seq"] = math.nan
     assert findings(analyze).chi2_seq is None
-    assert recommend(analyze)["choices"][0]["preset"] == "disabled"
+    assert recommend(analyze).choices[0].preset == "disabled"
 
 
 # --- documentation stays in sync ----------------------------------------------------------------

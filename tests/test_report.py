@@ -19,8 +19,8 @@ from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.model import ReportDocument
 from rcdiag.report.plotlyjs import bundle_base64
 from rcdiag.report.render import missing_sections, render_html, view_model
-from rcdiag.report.run import ReportOptions, analyze_part, build_report_document, page_json
 from rcdiag.report.trends import bucketed
+from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document, page_json
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.results import analyze_dump
 from rcdiag.synth import config_for, write_synthetic_dump
@@ -241,7 +241,7 @@ def test_a_10000_step_report_draws_buckets_and_says_so(tmp_path: Path) -> None:
     rollout = -rng.exponential(0.7, (steps, 8))
     old = rollout + np.linspace(0.01, 0.2, steps)[:, None] * rng.standard_normal((steps, 8))
     dump = write_dump(tmp_path / "long_run.parquet", rollout, old, step=np.arange(steps))
-    document = analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions()).to_json()
+    document = page_json(ReportDocument.of(analyze_dump(DumpSpec([str(dump)]), AnalyzeOptions())))
     html = render_html(document)
     assert len(html.encode()) < SIZE_LIMIT
     assert "10,000 steps shown as 150 buckets of 67 consecutive steps" in html

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from rcdiag.report.render import render_html, write_html
-from rcdiag.report.run import ReportOptions, analyze_part, build_report_document
+from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document
 from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,9 +16,9 @@ import pytest
 from rcdiag.formatting import pct
 from rcdiag.report.figures import Chart, nice_ticks
 from rcdiag.report.render import render_html
-from rcdiag.report.run import ReportOptions, build_report_document
 from rcdiag.report.sweeps import is_sweep_chart
 from rcdiag.report.trends import trend_charts
+from rcdiag.run.documents import ReportOptions, build_report_document
 from rcdiag.run.dump import DumpSpec
 from rcdiag.synth import config_for, write_synthetic_dump
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rcdiag.report.figures import bar, plotly_figure, scatter
-from rcdiag.report.run import ReportOptions, build_report_document
 from rcdiag.report.view import all_charts
+from rcdiag.run.documents import ReportOptions, build_report_document
 from rcdiag.run.dump import DumpSpec
 
 go = pytest.importorskip("plotly.graph_objects")

@@ -22,7 +22,7 @@ from rcdiag.assess.rules import RULES
 from rcdiag.assess.verdict import SIGNALS
 from rcdiag.assess.wording import SYMBOLS
 from rcdiag.report.render import render_html
-from rcdiag.report.run import ReportOptions, build_report_document
+from rcdiag.run.documents import ReportOptions, build_report_document
 from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent

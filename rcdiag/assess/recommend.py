@@ -42,6 +42,7 @@ from rcdiag.assess.snippets import (
 )
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.formatting import pct, short
+from rcdiag.model.advice import Avoided, Choice, Recommendation, Statement
 
 MAX_CHOICES = 3
 UNMEASURED_NOTE = (
@@ -272,14 +273,25 @@ def _corrected_choices(
     return choices, notes
 
 
-def recommend(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The ranked configurations for a result document (module docstring, docs/recommendation.md).
+def recommend(document: Mapping[str, Any]) -> Recommendation:
+    """The ranked configurations for a result document (module docstring, docs/recommendation.md);
+    ``choices[0]`` is the recommendation."""
+    out = _recommendation(document)
+    return Recommendation(
+        dialect=out["dialect"],
+        rules=tuple(Statement(**r) for r in out["rules"]),
+        choices=tuple(Choice(**{**c, "reasons": tuple(c["reasons"])}) for c in out["choices"]),
+        avoid=tuple(Avoided(a["reason"], tuple(a["presets"])) for a in out["avoid"]),
+        notes=tuple(out["notes"]),
+        measured=out["measured"],
+        dump_bug=out.get("dump_bug"),
+    )
 
-    Returns:
-        ``{"dialect", "rules": [{id, text}], "choices": [{role, preset, title, config, yaml,
-        python, evaluated, expected, reasons}], "avoid": [{reason, presets}], "notes": [...],
-        "measured": bool}``; ``choices[0]`` is the recommendation.
-    """
+
+def _recommendation(document: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`recommend` as JSON-ready values: ``{"dialect", "rules": [{id, text}], "choices":
+    [{role, preset, name, title, config, yaml, overrides, python, evaluated, expected,
+    reasons}], "avoid": [{reason, presets}], "notes": [...], "measured": bool}``."""
     raw_dialect = document.get("dialect") or DEFAULT_DIALECT
     dialect: Dialect = "legacy" if raw_dialect == "legacy" else "latest"
     f = findings(document)

@@ -24,6 +24,7 @@ from rcdiag.assess.findings import Findings, findings
 from rcdiag.assess.registry import REGISTRY, Status, rank
 from rcdiag.assess.wording import RECENT, judged, status_of, status_phrase
 from rcdiag.formatting import pct, short
+from rcdiag.model.advice import FiredSignal, Gauge, Verdict
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ OTHER_BLURBS: dict[str, str] = {
 """What a verdict means when no signal explains it (a cause or a metric status decides)."""
 
 
-def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
+def gauge(metric: str, value: float | None, caption: str) -> Gauge:
     """Where ``value`` sits on the published ranges of ``metric`` (its registry record)."""
     gauge_scale = scale(metric)
     shown = abs(value) if value is not None and metric == "rollout_corr/kl" else value
@@ -236,16 +237,16 @@ def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
     band = None
     if shown is not None:
         band = next(b for b in gauge_scale.bands if shown <= b.upto or b.upto == INF)
-    return {
-        "metric": metric,
-        "label": gauge_scale.label,
-        "caption": caption,
-        "value": shown,
-        "display": short(shown) if not metric.endswith("fraction") else pct(shown),
-        "status": CSS_STATUS[status] if status else (band.status if band else None),
-        "band": f"{status}: {status_phrase(metric, status)}" if status else None,
-        "source": gauge_scale.source,
-        "scale": {
+    return Gauge(
+        metric=metric,
+        label=gauge_scale.label,
+        caption=caption,
+        value=shown,
+        display=short(shown) if not metric.endswith("fraction") else pct(shown),
+        status=CSS_STATUS[status] if status else (band.status if band else None),
+        band=f"{status}: {status_phrase(metric, status)}" if status else None,
+        source=gauge_scale.source,
+        scale={
             "log": gauge_scale.log,
             "lo": gauge_scale.lo,
             "hi": gauge_scale.hi,
@@ -255,7 +256,7 @@ def gauge(metric: str, value: float | None, caption: str) -> dict[str, Any]:
             ],
             "markers": [{"at": at, "label": label} for at, label in gauge_scale.markers],
         },
-    }
+    )
 
 
 def _unexplained(document: Mapping[str, Any], status: Status) -> tuple[str, str]:
@@ -271,19 +272,17 @@ def _unexplained(document: Mapping[str, Any], status: Status) -> tuple[str, str]
     return f"the verdict is {status}", status
 
 
-def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
+def verdict(document: Mapping[str, Any]) -> Verdict:
     """The verdict of a result document: status, headline, what it means (``blurb``), the lead
     reason, deciding gauges and every other firing signal (each no more severe than the verdict)."""
     f = findings(document)
     if not f.complete:
-        return {
-            "status": None,
-            "headline": "no verdict: the document has no overall k3_kl, kl or mean |Δ log p|",
-            "blurb": "",
-            "lead": None,
-            "deciding": [],
-            "signals": [],
-        }
+        return Verdict(
+            status=None,
+            headline="no verdict: the document has no overall k3_kl, kl or mean |Δ log p|",
+            blurb="",
+            lead=None,
+        )
     diagnosis = document.get("diagnosis") or {"verdict": "healthy", "causes": []}
     status: Status = diagnosis["verdict"]
     fired = [s for s in SIGNALS if s.applies(f) and rank(s.status) <= rank(status)]
@@ -305,14 +304,13 @@ def verdict(document: Mapping[str, Any]) -> dict[str, Any]:
     else:
         headline, lead_id = _unexplained(document, status)
         blurb, deciding = OTHER_BLURBS[status], [_k3(f), _abs(f)]
-    return {
-        "status": status,
-        "headline": statements.sentence(headline),
-        "blurb": blurb,
-        "lead": lead_id,
-        "deciding": [gauge(m, v, c) for m, v, c in deciding if v is not None],
-        "signals": [
-            {"id": s.id, "status": s.status, "text": statements.sentence(s.headline(f))}
-            for s in fired
-        ],
-    }
+    return Verdict(
+        status=status,
+        headline=statements.sentence(headline),
+        blurb=blurb,
+        lead=lead_id,
+        deciding=tuple(gauge(m, v, c) for m, v, c in deciding if v is not None),
+        signals=tuple(
+            FiredSignal(s.id, s.status, statements.sentence(s.headline(f))) for s in fired
+        ),
+    )

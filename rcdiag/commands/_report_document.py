@@ -64,7 +64,7 @@ def load_or_compute(
 ) -> ReportDocument:
     """The report document (:func:`rcdiag.api.report`): read from ``--from``, or computed from
     the dump in one pass."""
-    from rcdiag.report.run import malformed_results
+    from rcdiag.run.documents import malformed_results
 
     explicit = parse_dialect(dialect)
     if from_json is not None:

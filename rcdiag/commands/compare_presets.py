@@ -190,7 +190,8 @@ def compare_presets(
         return
     # the terminal shows the whole dump's figures and the worst steps, not every step
     overview = dataclasses.replace(result, presets=tuple(p.without_steps() for p in result.presets))
-    show(overview.to_json(), sort, dict(result.recommendation or {}))
+    advice = result.recommendation
+    show(overview.to_json(), sort, {} if advice is None else advice.to_json())
     for option in ("--json", "--csv", "--parquet"):
         if option in written:
             wrote(written[option])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +41,7 @@ from rcdiag.dialects import Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
-from rcdiag.model import ReportDocument
+from rcdiag.model import Choice, Recommendation, ReportDocument
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
@@ -56,7 +57,7 @@ YamlOutput = Annotated[
 ]
 
 
-def _bullets(items: list[str], indent: int = 2) -> None:
+def _bullets(items: Sequence[str], indent: int = 2) -> None:
     if items:
         stdout.print(hanging([("•", Text(printable(item))) for item in items], indent=indent))
 
@@ -79,11 +80,11 @@ def _code(text: str) -> None:
         stdout.print(Text(printable(line)), soft_wrap=True)
 
 
-def summary_line(choice: dict[str, Any], dialect: str) -> str:
+def summary_line(choice: Choice, dialect: str) -> str:
     """The recommended configuration in words a user can paste: its verl keys."""
     from rcdiag.assess.snippets import key_line
 
-    return key_line(choice["config"], "legacy" if dialect == "legacy" else "latest")
+    return key_line(choice.config, "legacy" if dialect == "legacy" else "latest")
 
 
 def show(document: ReportDocument) -> None:
@@ -91,10 +92,10 @@ def show(document: ReportDocument) -> None:
     from rcdiag.assess.recommend import expected_text
 
     source = document.source
-    verdict = document.verdict or {}
-    rec = document.recommendation or {}
+    verdict = document.verdict
+    rec = document.recommendation or Recommendation(document.dialect)
     dialect = document.dialect
-    status = str(verdict.get("status"))
+    status = str(None if verdict is None else verdict.status)
     paths = source.paths or ("?",)
     where = printable(str(paths[0])) if len(paths) == 1 else f"{len(paths)} files"
     stdout.print(
@@ -113,53 +114,53 @@ def show(document: ReportDocument) -> None:
     stdout.print(
         Text.assemble(
             (f"{status.upper()}: ", _STYLE.get(status, "bold")),
-            printable(str(verdict.get("headline", ""))),
+            printable("" if verdict is None else verdict.headline),
         )
     )
-    choices = rec.get("choices") or []
-    notes = list(rec.get("notes") or [])
-    if choices and not rec.get("measured", True) and notes:
+    choices = rec.choices
+    notes = list(rec.notes)
+    if choices and not rec.measured and notes:
         stdout.print(Text.assemble(("Note: ", "bold yellow"), notes.pop(0)))  # read this first
     if not choices:
         for note in notes:
             stdout.print(Text(printable(note)))
         return
     best = choices[0]
-    stdout.print(Text.assemble(("\nRecommended: ", "bold"), (best["name"], "bold cyan")))
+    stdout.print(Text.assemble(("\nRecommended: ", "bold"), (best.name, "bold cyan")))
     stdout.print(paragraph(Text(summary_line(best, dialect), style="cyan"), indent=2))
-    stdout.print(paragraph(best["title"], indent=2))
-    if best.get("expected"):
-        stdout.print(paragraph(expected_text(best["expected"]), indent=2, style="dim"))
+    stdout.print(paragraph(best.title, indent=2))
+    if best.expected:
+        stdout.print(paragraph(expected_text(best.expected), indent=2, style="dim"))
     stdout.print(Text("Why (rules that fired, then the thresholds)", style="bold"))
-    _bullets(best["reasons"])
+    _bullets(best.reasons)
     stdout.print(Text("\nverl YAML", style="bold"))
-    _code(best["yaml"])
+    _code(best.yaml)
     stdout.print(Text("\nPython", style="bold"))
-    _code(best["python"])
+    _code(best.python)
     stdout.print(Text("\nCommand-line overrides", style="bold"))
-    _code(best["overrides"])
+    _code(best.overrides)
     if len(choices) > 1:
         stdout.print(Text("\nAlternatives", style="bold"))
         for i, choice in enumerate(choices[1:], start=2):
-            title = Text.assemble((choice["name"], "cyan"), f" — {choice['title']}")
+            title = Text.assemble((choice.name, "cyan"), f" — {choice.title}")
             stdout.print(hanging([(f"{i}.", title)]))
             stdout.print(paragraph(Text(summary_line(choice, dialect), style="cyan"), indent=5))
-            _bullets(choice["reasons"], 5)
-            if choice.get("expected"):
-                stdout.print(paragraph(expected_text(choice["expected"]), indent=5, style="dim"))
-    if rec.get("avoid"):
+            _bullets(choice.reasons, 5)
+            if choice.expected:
+                stdout.print(paragraph(expected_text(choice.expected), indent=5, style="dim"))
+    if rec.avoid:
         stdout.print(Text("\nNot recommended for this dump", style="bold"))
         _bullets(
             [
-                f"{group['reason']}: {', '.join(p['name'] for p in group['presets'])}"
-                for group in rec["avoid"]
+                f"{group.reason}: {', '.join(p['name'] for p in group.presets)}"
+                for group in rec.avoid
             ]
         )
     overall = document.overall or {}
     if any((overall.get(name) or 0.0) < 0 for name in CHI2_METRICS):
         notes.append(CHI2_NOTE)
-    if rec.get("framework"):
-        show_translation(rec["framework"])
+    if rec.framework:
+        show_translation(rec.framework)
     for note in notes:
         stdout.print()
         stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))
@@ -169,11 +170,11 @@ def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:
     """Write the recommended configuration's verl YAML to ``path`` (atomically); when none is
     recommended (a dump bug, no overall metrics), write nothing and say why. Returns whether it
     wrote."""
-    rec = document.recommendation or {}
-    choices = rec.get("choices") or []
-    if not choices:
+    rec = document.recommendation
+    best = None if rec is None else rec.recommended
+    if best is None:
         if not quiet:
-            bug = rec.get("dump_bug")
+            bug = None if rec is None else rec.dump_bug
             why = (
                 f"the dump shows a bug in how it was made ({bug}): fix the dump, not the correction"
                 if bug
@@ -181,7 +182,7 @@ def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:
             )
             stderr.print(f"[yellow]Note:[/] nothing written to {shown(path)}: {shown(why)}.")
         return False
-    write_output(path, choices[0]["yaml"])
+    write_output(path, best.yaml)
     return True
 
 
@@ -213,17 +214,17 @@ def with_translation(document: ReportDocument, framework: str) -> ReportDocument
     from rcdiag.frameworks import FRAMEWORKS
     from rcdiag.frameworks.translate import translate
 
-    rec = dict(document.recommendation or {})
-    choices = rec.get("choices") or []
-    if not choices:
+    rec = document.recommendation
+    best = None if rec is None else rec.recommended
+    if rec is None or best is None:
         return document
     dialect: Dialect = "legacy" if document.dialect == "legacy" else "latest"
-    done = translate(framework, choices[0]["config"], dialect)
-    rec["framework"] = {"id": framework, "title": FRAMEWORKS[framework].title, **done.to_json()}
-    return dataclasses.replace(document, recommendation=rec)
+    done = translate(framework, best.config, dialect)
+    entry = {"id": framework, "title": FRAMEWORKS[framework].title, **done.to_json()}
+    return dataclasses.replace(document, recommendation=dataclasses.replace(rec, framework=entry))
 
 
-def show_translation(entry: dict[str, Any]) -> None:
+def show_translation(entry: Mapping[str, Any]) -> None:
     """The recommended configuration in another framework's keys, exact or closest, and why."""
     how = "the same mechanism" if entry["exact"] else "the closest it has"
     stdout.print(Text.assemble((f"\n{entry['title']} configuration", "bold"), f" ({how})"))
@@ -264,7 +265,7 @@ def recommend(
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet
         )
-        from rcdiag.report.run import malformed_results
+        from rcdiag.run.documents import malformed_results
 
         with malformed_results(from_json):
             if target is not None:

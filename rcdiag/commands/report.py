@@ -41,21 +41,20 @@ from rcdiag.model import ReportDocument
 
 def headline(document: ReportDocument) -> str:
     """The verdict and its headline."""
-    verdict = document.verdict or {}
-    word = {"healthy": "HEALTHY", "watch": "WATCH", "act": "ACT"}.get(
-        str(verdict.get("status")), "NO VERDICT"
-    )
-    return f"{word}: {verdict.get('headline', '')}"
+    verdict = document.verdict
+    status = None if verdict is None else verdict.status
+    word = {"healthy": "HEALTHY", "watch": "WATCH", "act": "ACT"}.get(str(status), "NO VERDICT")
+    return f"{word}: {'' if verdict is None else verdict.headline}"
 
 
 def advice(document: ReportDocument) -> tuple[str, str] | None:
     """The recommended configuration: its name, and its verl keys (None when none is)."""
     from rcdiag.assess.snippets import key_line
 
-    choices = (document.recommendation or {}).get("choices") or []
-    if not choices:
+    best = None if document.recommendation is None else document.recommendation.recommended
+    if best is None:
         return None
-    return choices[0]["name"], key_line(choices[0]["config"], document.dialect)
+    return best.name, key_line(best.config, document.dialect)
 
 
 @reads_dump
@@ -82,7 +81,7 @@ def report(
     """
     with cli_errors(debug):
         from rcdiag.assess.recommend import UNMEASURED_LINE
-        from rcdiag.report.run import malformed_results
+        from rcdiag.run.documents import malformed_results
 
         written = outputs(
             {"--output": output, "--json": json_path, **plotly_output(plotlyjs)},
@@ -103,7 +102,7 @@ def report(
     if use is not None:
         stdout.print(Text(f"→ use {printable(use[0])}"))
         stdout.print(paragraph(Text(printable(use[1])), indent=2))
-    if not (document.recommendation or {}).get("measured", True):
+    if document.recommendation is not None and not document.recommendation.measured:
         stderr.print(Text(f"note: {UNMEASURED_LINE}"))
     wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
     if "--json" in written:

@@ -29,6 +29,7 @@ over a dump, :mod:`rcdiag.assess` makes the judgements in them.
 
 from __future__ import annotations
 
+from rcdiag.model.advice import Choice, Gauge, Recommendation, Verdict
 from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.baseline import BASELINE_KIND, Baseline
 from rcdiag.model.check import CheckResult
@@ -54,13 +55,16 @@ __all__ = [
     "Bucket",
     "Cause",
     "CheckResult",
+    "Choice",
     "ComparisonResult",
     "ConfigurationResult",
     "Diagnosis",
+    "Gauge",
     "Histogram",
     "MetricStatus",
     "PresetStep",
     "Profile",
+    "Recommendation",
     "ReportDocument",
     "RunOptions",
     "SourceInfo",
@@ -69,6 +73,7 @@ __all__ = [
     "SweepPoint",
     "SweepResult",
     "TopSequence",
+    "Verdict",
     "WorstStep",
     "json_safe",
 ]

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rcdiag.dialects import Dialect
+from rcdiag.model.advice import Recommendation
 from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis
 from rcdiag.model.fields import Field, JsonRecord, Number
@@ -52,7 +52,7 @@ class ComparisonResult(JsonRecord):
     sweep: SweepResult | None = None
     rcdiag_version: str = __version__
     diagnosis: Diagnosis | None = dataclasses.field(default=None, compare=False)
-    recommendation: Mapping[str, Any] | None = dataclasses.field(
+    recommendation: Recommendation | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rcdiag.dialects import Dialect
+from rcdiag.model.advice import Recommendation, Verdict
 from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
@@ -81,8 +82,8 @@ class ReportDocument(JsonRecord):
     sweeps: tuple[SweepResult, ...] | None = None
     sweep: SweepResult | None = None
     profile: Profile | None = None
-    verdict: Mapping[str, Any] | None = None
-    recommendation: Mapping[str, Any] | None = None
+    verdict: Verdict | None = None
+    recommendation: Recommendation | None = None
     frameworks: tuple[FrameworkResult, ...] | None = None
     rcdiag_version: str = __version__
 
@@ -193,9 +194,9 @@ class ReportDocument(JsonRecord):
         if self.profile is not None:
             out["profile"] = self.profile.to_json()
         if self.verdict is not None:
-            out["verdict"] = json_safe(self.verdict)
+            out["verdict"] = json_safe(self.verdict.to_json())
         if self.recommendation is not None:
-            out["recommendation"] = json_safe(self.recommendation)
+            out["recommendation"] = json_safe(self.recommendation.to_json())
         return out
 
     @classmethod
@@ -227,7 +228,7 @@ class ReportDocument(JsonRecord):
             sweeps=None if sweeps is None else tuple(SweepResult.read(s) for s in sweeps.items()),
             sweep=None if sweep is None else SweepResult.read(sweep),
             profile=None if profile is None else Profile.read(profile),
-            verdict=None if verdict is None else dict(verdict.mapping()),
-            recommendation=None if recommendation is None else dict(recommendation.mapping()),
+            verdict=None if verdict is None else Verdict.read(verdict),
+            recommendation=None if recommendation is None else Recommendation.read(recommendation),
             frameworks=None if frameworks is None else read_frameworks(frameworks),
         )

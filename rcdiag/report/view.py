@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.assess.diagnosis import CAUSE_TITLES
-from rcdiag.assess.recommend import recommend
 from rcdiag.assess.references import references
 from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.assess.rules import rule_table
-from rcdiag.assess.verdict import CSS_STATUS, verdict
+from rcdiag.assess.verdict import CSS_STATUS
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
 from rcdiag.formatting import count, pct, short
 from rcdiag.report.buckets import where_charts
@@ -296,11 +295,11 @@ def all_charts(document: Mapping[str, Any]) -> dict[str, list[Chart]]:
 
 
 def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything the template prints, from the document (verdict and advice computed if absent)."""
-    the_verdict = document.get("verdict") or verdict(document)
-    recommendation = document.get("recommendation") or recommend(document)
-    full = {**document, "verdict": the_verdict, "recommendation": recommendation}
-    charts = all_charts(full)
+    """Everything the template prints, from the JSON of a complete document (one that holds its
+    verdict and recommendation: :func:`rcdiag.run.documents.page_json`)."""
+    the_verdict = document["verdict"]
+    recommendation = document["recommendation"]
+    charts = all_charts(document)
     figures = {c.id: c.figure for section in charts.values() for c in section}
     status = the_verdict.get("status")
     choices = [_choice_view(c) for c in recommendation.get("choices") or []]
