@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rcdiag.version import SCHEMA_VERSION, __version__
 
-_API = ("analyze", "baseline", "check", "compare_presets", "report", "write_report")
+_API = ("analyze", "baseline", "check", "compare_presets", "recommend", "report", "write_report")
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -33,13 +33,22 @@ __all__ = [
     "baseline",
     "check",
     "compare_presets",
+    "recommend",
     "report",
     "write_dump",
     "write_report",
 ]
 
 if TYPE_CHECKING:
-    from rcdiag.api import analyze, baseline, check, compare_presets, report, write_report
+    from rcdiag.api import (
+        analyze,
+        baseline,
+        check,
+        compare_presets,
+        recommend,
+        report,
+        write_report,
+    )
 
 
 class _Package(types.ModuleType):

@@ -42,10 +42,27 @@ from rcdiag.errors import UsageError
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
 from rcdiag.metrics.profile import DEFAULT_TOP_K
-from rcdiag.model import AnalysisResult, Baseline, CheckResult, ComparisonResult, ReportDocument
-from rcdiag.run.dump import PathLike, Paths, Progress, dialect_of, documented, dump_spec, spec_of
+from rcdiag.model import (
+    AnalysisResult,
+    Baseline,
+    CheckResult,
+    ComparisonResult,
+    Recommendation,
+    ReportDocument,
+)
+from rcdiag.run.dump import (
+    DumpArguments,
+    PathLike,
+    Paths,
+    Progress,
+    dialect_of,
+    dump_spec,
+    spec_of,
+)
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from rcdiag.correction.compare import NamedConfig
     from rcdiag.frameworks.base import Framework
 
@@ -58,29 +75,20 @@ __all__ = [
     "check",
     "compare_presets",
     "dump_spec",
+    "recommend",
     "report",
     "write_report",
 ]
 
 
-@documented
 def analyze(
     paths: Paths,
     *,
     dialect: str | None = None,
     veto_threshold: float | None = None,
-    step: int | Sequence[int] | None = None,
-    steps: str | tuple[int | None, int | None] | None = None,
-    rollout_col: str | None = None,
-    training_col: str | None = None,
-    mask_col: str | None = None,
-    step_col: str | None = None,
-    drop_nonfinite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
     frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
 ) -> AnalysisResult:
     """Every off-policy metric verl logs, per step and overall, with verdicts (``rcdiag analyze``).
 
@@ -92,7 +100,10 @@ def analyze(
             it also enables verl's veto metrics).
         frameworks: also the mismatch metrics other frameworks log, under their own names
             (``"trl,slime"``, a list, or ``"all"``; ``--frameworks``; docs/frameworks.md).
-        {dump_arguments}
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (:class:`~rcdiag.run.dump.DumpArguments`).
 
     Returns:
         The result: ``overall``, ``steps`` (polars, one row per step), ``checks``, ``diagnosis``,
@@ -104,14 +115,13 @@ def analyze(
     """
     from rcdiag.run.results import analyze_dump
 
-    spec = spec_of(paths, locals())
+    spec = spec_of(paths, dump, "analyze")
     options = AnalyzeOptions(
         dialect=dialect_of(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
     )
     return analyze_dump(spec, options, progress, frameworks_of(frameworks, "--frameworks"))
 
 
-@documented
 def compare_presets(
     paths: Paths,
     *,
@@ -120,18 +130,9 @@ def compare_presets(
     sweep: str | None = None,
     grid: Sequence[str | float] | None = None,
     dialect: str | None = None,
-    step: int | Sequence[int] | None = None,
-    steps: str | tuple[int | None, int | None] | None = None,
-    rollout_col: str | None = None,
-    training_col: str | None = None,
-    mask_col: str | None = None,
-    step_col: str | None = None,
-    drop_nonfinite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
     framework: str | Sequence[str] | None = None,
     progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
 ) -> ComparisonResult:
     """What each rollout-correction configuration would do to a dump (``rcdiag compare-presets``).
 
@@ -149,7 +150,10 @@ def compare_presets(
             ``latest``.
         framework: also dry-run these frameworks' own correction modes with their defaults
             (``"trl,slime"``; ``--framework``; docs/frameworks.md).
-        {dump_arguments}
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (:class:`~rcdiag.run.dump.DumpArguments`).
 
     Returns:
         The comparison: ``presets`` (one entry per configuration), ``overall`` (name → figures
@@ -182,10 +186,11 @@ def compare_presets(
         planned = build_sweep(sweep, chosen, values)
         if presets is None and not files and not inline and not modes:
             named = []  # a sweep alone: only its grid
-    return compare_and_recommend(spec_of(paths, locals()), named, chosen, planned, progress)
+    return compare_and_recommend(
+        spec_of(paths, dump, "compare_presets"), named, chosen, planned, progress
+    )
 
 
-@documented
 def report(
     paths: Paths | None = None,
     *,
@@ -193,18 +198,10 @@ def report(
     dialect: str | None = None,
     veto_threshold: float | None = None,
     top: int = DEFAULT_TOP_K,
-    step: int | Sequence[int] | None = None,
-    steps: str | tuple[int | None, int | None] | None = None,
-    rollout_col: str | None = None,
-    training_col: str | None = None,
-    mask_col: str | None = None,
-    step_col: str | None = None,
-    drop_nonfinite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
     frameworks: str | Sequence[str] | None = None,
+    translate: str | None = None,
     progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
 ) -> ReportDocument:
     """Everything the HTML report shows (``rcdiag report``, and ``rcdiag recommend``'s advice):
     the analysis, every preset, the candidate sweeps, the mismatch profile, the verdict and the
@@ -218,7 +215,12 @@ def report(
         veto_threshold: τ of the catastrophic-token metrics (as :func:`analyze`).
         top: offending sequences listed per ranking (``--top``).
         frameworks: also other frameworks' logged metrics (as :func:`analyze`).
-        {dump_arguments}
+        translate: also give the recommended configuration in this framework's own keys
+            (``"trl"``; the recommendation's ``framework``; ``recommend --framework``).
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (:class:`~rcdiag.run.dump.DumpArguments`).
 
     Returns:
         The report document: ``overall``, ``steps`` (polars), ``diagnosis``, ``presets``,
@@ -228,12 +230,19 @@ def report(
     Raises:
         InputError: unreadable input. UsageError: both or neither of a dump and ``from_json``.
     """
-    from rcdiag.run.documents import ReportOptions, build_report_document, complete, load_document
+    from rcdiag.run.documents import (
+        ReportOptions,
+        build_report_document,
+        complete,
+        load_document,
+        translation_target,
+    )
 
     explicit = dialect_of(dialect)
     if top < 0:
         raise UsageError(f"top must be ≥ 0, got {top}")
     chosen = frameworks_of(frameworks, "--frameworks")
+    target = None if translate is None else translation_target(translate)
     if from_json is not None:
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
@@ -246,7 +255,7 @@ def report(
                 f"--dialect {explicit}: {source} holds results of the "
                 f"{document.dialect} dialect; recompute them from the dump"
             )
-        return complete(document)
+        return _translated(complete(document), target)
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
@@ -257,10 +266,64 @@ def report(
         top_k=top,
         frameworks=tuple(chosen),
     )
-    return build_report_document(spec_of(paths, locals()), options, progress)
+    document = build_report_document(spec_of(paths, dump, "report"), options, progress)
+    return _translated(document, target)
 
 
-@documented
+def _translated(document: ReportDocument, framework: str | None) -> ReportDocument:
+    from rcdiag.run.documents import translated
+
+    return document if framework is None else translated(document, framework)
+
+
+def recommend(
+    paths: Paths | None = None,
+    *,
+    from_json: PathLike | None = None,
+    framework: str | None = None,
+    dialect: str | None = None,
+    veto_threshold: float | None = None,
+    top: int = DEFAULT_TOP_K,
+    progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
+) -> Recommendation:
+    """Which rollout-correction configuration to use for a dump, and why (``rcdiag recommend``;
+    the advice of :func:`report`, docs/recommendation.md).
+
+    Args:
+        paths: the dump (as :func:`analyze`); None with ``from_json``.
+        from_json: read a results JSON instead of a dump (as :func:`report`).
+        framework: also give the recommended configuration in this framework's own keys
+            (``"trl"``, ``"slime"``, ``"openrlhf"``: the recommendation's ``framework``).
+        dialect: ``latest`` (default) or ``legacy``.
+        veto_threshold: τ of the catastrophic-token metrics (as :func:`analyze`).
+        top: offending sequences listed per ranking (as :func:`report`).
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (as :func:`analyze`).
+
+    Returns:
+        The recommendation: ``recommended`` (``choices[0]``, None when nothing is recommended,
+        e.g. for a dump bug), ``choices``, ``rules``, ``avoid``, ``notes``, ``to_json()``.
+
+    Raises:
+        InputError: unreadable input. UsageError: a bad argument.
+    """
+    document = report(
+        paths,
+        from_json=from_json,
+        dialect=dialect,
+        veto_threshold=veto_threshold,
+        top=top,
+        translate=framework,
+        progress=progress,
+        **dump,
+    )
+    assert document.recommendation is not None, "a built report document holds its advice"
+    return document.recommendation
+
+
 def check(
     paths: Paths,
     *,
@@ -275,17 +338,8 @@ def check(
     configs: Sequence[PathLike] = (),
     dialect: str | None = None,
     veto_threshold: float | None = None,
-    step: int | Sequence[int] | None = None,
-    steps: str | tuple[int | None, int | None] | None = None,
-    rollout_col: str | None = None,
-    training_col: str | None = None,
-    mask_col: str | None = None,
-    step_col: str | None = None,
-    drop_nonfinite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
     progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
 ) -> CheckResult:
     """Evaluate CI rules on a dump (``rcdiag check``; docs/rules.md).
 
@@ -301,7 +355,10 @@ def check(
         configs: YAML configurations rules read as ``preset:<file stem>/…`` (``--config``).
         dialect: ``latest`` or ``legacy``; default: the baseline's, else ``latest``.
         veto_threshold: τ (default: the baseline's, else 1e-4).
-        {dump_arguments}
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (:class:`~rcdiag.run.dump.DumpArguments`).
 
     Returns:
         The check: ``passed``, ``exit_code``, ``rules`` (polars, one row per rule), ``overall``,
@@ -331,7 +388,7 @@ def check(
         origin = os.fspath(baseline)
         baseline = load_baseline(Path(origin))
     return run_check(
-        spec_of(paths, locals()),
+        spec_of(paths, dump, "check"),
         ruleset,
         settings,
         baseline,
@@ -343,7 +400,6 @@ def check(
     )
 
 
-@documented
 def baseline(
     paths: Paths,
     *,
@@ -351,17 +407,8 @@ def baseline(
     replicates: int = DEFAULT_REPLICATES,
     dialect: str | None = None,
     veto_threshold: float | None = None,
-    step: int | Sequence[int] | None = None,
-    steps: str | tuple[int | None, int | None] | None = None,
-    rollout_col: str | None = None,
-    training_col: str | None = None,
-    mask_col: str | None = None,
-    step_col: str | None = None,
-    drop_nonfinite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
     progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
 ) -> Baseline:
     """A reference run's metrics and bootstrap replicates, for :func:`check` (``rcdiag baseline``;
     ``to_json()`` is the file it writes).
@@ -372,7 +419,10 @@ def baseline(
         replicates: bootstrap replicates K (≥ 10).
         dialect: ``latest`` (default) or ``legacy``.
         veto_threshold: τ of the catastrophic-token metrics (as :func:`analyze`).
-        {dump_arguments}
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
+            ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
+            ``storage_options``, ``engine``, ``ray_address`` (:class:`~rcdiag.run.dump.DumpArguments`).
 
     Raises:
         InputError: unreadable input. UsageError: a bad seed or number of replicates.
@@ -391,7 +441,7 @@ def baseline(
         dialect=dialect_of(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
     )
     request = Request(options, bootstrap=BootstrapRequest(replicates, seed, BASELINE_STREAM))
-    done = run(spec_of(paths, locals()), request, progress)
+    done = run(spec_of(paths, dump, "baseline"), request, progress)
     replicated = done.replicates()
     assert replicated is not None
     return make_baseline(

@@ -198,24 +198,32 @@ def test_errors_are_the_commands(tmp_path: Path) -> None:
 def test_signatures_and_help_mirror_the_commands() -> None:
     import typer.main
 
+    from rcdiag.run.dump import DumpArguments
+
     api_only = {"progress", "presets", "configs", "rules", "rules_file", "from_json", "baseline"}
+    api_only |= {"translate"}  # report's: recommend --framework
     cli_only = {"json_path", "html", "csv", "parquet", "quiet", "debug", "sort", "preset"}
     cli_only |= {"plotlyjs"}  # the API's write_report takes it
     cli_only |= {"config", "rule", "baseline_path", "junit", "markdown_path", "output"}
     group = typer.main.get_command(app)
-    for name in ("analyze", "compare-presets", "report", "check", "baseline"):
+    for name in ("analyze", "compare-presets", "report", "recommend", "check", "baseline"):
         function = getattr(rcdiag, name.replace("-", "_"))
-        parameters = inspect.signature(function).parameters
+        signature = inspect.signature(function).parameters
+        assert signature["dump"].kind is inspect.Parameter.VAR_KEYWORD, name
+        parameters = {n: p for n, p in signature.items() if n != "dump"}
+        dump_names = set(DumpArguments.__annotations__)
         options = {
             "storage_options" if p.name == "storage_option" else p.name
             for p in group.commands[name].params  # type: ignore[attr-defined]
         }
-        assert options - cli_only - {"paths"} <= set(parameters), name
-        assert set(parameters) - options - api_only == set(), name
+        assert options - cli_only - {"paths"} <= set(parameters) | dump_names, name
+        assert (set(parameters) | dump_names) - options - api_only == set(), name
         assert all(p.kind is p.KEYWORD_ONLY for p in list(parameters.values())[1:]), name
         text = pydoc.render_doc(function, renderer=pydoc.plaintext)
         assert "veto_threshold" in text or name == "compare-presets"
-        assert "{dump_arguments}" not in text and "storage_options:" in text
+        assert "{dump_arguments}" not in text and "``storage_options``" in text
+    with pytest.raises(TypeError, match=r"analyze\(\) got an unexpected keyword argument 'stpes'"):
+        rcdiag.analyze(DRIFT, stpes="1:2")  # type: ignore[call-arg]
     write_dump = list(inspect.signature(rcdiag.write_dump).parameters)
     assert write_dump[:5] == ["path", "rollout_log_probs", "old_log_probs", "response_mask", "step"]
     assert "compression" in write_dump and "kwargs" not in write_dump

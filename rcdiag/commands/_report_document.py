@@ -61,9 +61,11 @@ def load_or_compute(
     dump_options: DumpOptions,
     quiet: bool,
     frameworks: str | None = None,
+    translate: str | None = None,
 ) -> ReportDocument:
     """The report document (:func:`rcdiag.api.report`): read from ``--from``, or computed from
-    the dump in one pass."""
+    the dump in one pass; ``translate``: also the recommended configuration in that framework's
+    keys."""
     from rcdiag.run.documents import malformed_results
 
     explicit = parse_dialect(dialect)
@@ -71,7 +73,9 @@ def load_or_compute(
         if paths:
             raise UsageError("give either dump paths or --from results.json, not both")
         with malformed_results(from_json):
-            return api.report(from_json=from_json, dialect=explicit, frameworks=frameworks)
+            return api.report(
+                from_json=from_json, dialect=explicit, frameworks=frameworks, translate=translate
+            )
     if not paths:
         raise UsageError(
             "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
@@ -83,6 +87,7 @@ def load_or_compute(
             veto_threshold=veto_threshold,
             top=top,
             frameworks=frameworks,
+            translate=translate,
             **dump_options.arguments(),
             progress=advance,
         )

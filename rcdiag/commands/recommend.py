@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,6 @@ from rcdiag.commands._common import (
     VetoOption,
     cli_errors,
     outputs,
-    parse_frameworks_option,
     reads_dump,
     shown,
     stderr,
@@ -37,8 +35,6 @@ from rcdiag.commands._report_document import (
     load_or_compute,
 )
 from rcdiag.commands._terminal import CHI2_METRICS, CHI2_NOTE
-from rcdiag.dialects import Dialect
-from rcdiag.errors import UsageError
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import Choice, Recommendation, ReportDocument
@@ -186,44 +182,6 @@ def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:
     return True
 
 
-def translation_target(value: str | None) -> str | None:
-    """The framework of ``--framework`` when rcdiag has a translation table for it.
-
-    Raises:
-        UsageError: unknown, or no table (the message lists the frameworks with one).
-    """
-    if value is None:
-        return None
-    from rcdiag.frameworks.translate import TRANSLATORS
-
-    chosen = parse_frameworks_option(value, "--framework")
-    if len(chosen) != 1:
-        raise UsageError("--framework: name one framework")
-    if chosen[0].id not in TRANSLATORS:
-        raise UsageError(
-            f"--framework {chosen[0].id}: rcdiag has no table of {chosen[0].title}'s correction "
-            f"keys (its metrics: analyze --frameworks {chosen[0].id}); tables exist for "
-            f"{', '.join(TRANSLATORS)}"
-        )
-    return chosen[0].id
-
-
-def with_translation(document: ReportDocument, framework: str) -> ReportDocument:
-    """The document with the recommended configuration in ``framework``'s keys under the
-    recommendation's ``framework`` key (docs/frameworks.md, "Recommendations")."""
-    from rcdiag.frameworks import FRAMEWORKS
-    from rcdiag.frameworks.translate import translate
-
-    rec = document.recommendation
-    best = None if rec is None else rec.recommended
-    if rec is None or best is None:
-        return document
-    dialect: Dialect = "legacy" if document.dialect == "legacy" else "latest"
-    done = translate(framework, best.config, dialect)
-    entry = {"id": framework, "title": FRAMEWORKS[framework].title, **done.to_json()}
-    return dataclasses.replace(document, recommendation=dataclasses.replace(rec, framework=entry))
-
-
 def show_translation(entry: Mapping[str, Any]) -> None:
     """The recommended configuration in another framework's keys, exact or closest, and why."""
     how = "the same mechanism" if entry["exact"] else "the closest it has"
@@ -261,15 +219,12 @@ def recommend(
     """
     with cli_errors(debug):
         written = outputs({"--output": output, "--json": json_path}, paths, {"--from": from_json})
-        target = translation_target(framework)
         document = load_or_compute(
-            paths, from_json, dialect, veto_threshold, top, dump_options, quiet
+            paths, from_json, dialect, veto_threshold, top, dump_options, quiet, translate=framework
         )
         from rcdiag.run.documents import malformed_results
 
         with malformed_results(from_json):
-            if target is not None:
-                document = with_translation(document, target)
             wrote_config = "--output" in written and write_config(
                 document, written["--output"], quiet
             )

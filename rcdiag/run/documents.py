@@ -193,3 +193,42 @@ def analyze_part(document: ReportDocument) -> AnalysisResult:
     analysis = document.analysis
     assert analysis is not None, "a report document computed from a dump holds the analysis"
     return analysis
+
+
+def translation_target(value: str | None) -> str | None:
+    """The framework of ``--framework`` when rcdiag has a translation table for it.
+
+    Raises:
+        UsageError: unknown, or no table (the message lists the frameworks with one).
+    """
+    if value is None:
+        return None
+    from rcdiag.frameworks import parse_frameworks
+    from rcdiag.frameworks.translate import TRANSLATORS
+
+    chosen = parse_frameworks(value, "--framework")
+    if len(chosen) != 1:
+        raise UsageError("--framework: name one framework")
+    if chosen[0].id not in TRANSLATORS:
+        raise UsageError(
+            f"--framework {chosen[0].id}: rcdiag has no table of {chosen[0].title}'s correction "
+            f"keys (its metrics: analyze --frameworks {chosen[0].id}); tables exist for "
+            f"{', '.join(TRANSLATORS)}"
+        )
+    return chosen[0].id
+
+
+def translated(document: ReportDocument, framework: str) -> ReportDocument:
+    """The document with the recommended configuration in ``framework``'s keys under the
+    recommendation's ``framework`` key (docs/frameworks.md, "Recommendations")."""
+    from rcdiag.frameworks import FRAMEWORKS
+    from rcdiag.frameworks.translate import translate
+
+    rec = document.recommendation
+    best = None if rec is None else rec.recommended
+    if rec is None or best is None:
+        return document
+    dialect: Dialect = "legacy" if document.dialect == "legacy" else "latest"
+    done = translate(framework, best.config, dialect)
+    entry = {"id": framework, "title": FRAMEWORKS[framework].title, **done.to_json()}
+    return dataclasses.replace(document, recommendation=dataclasses.replace(rec, framework=entry))

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict
 
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
@@ -67,12 +67,19 @@ Progress = Callable[[int, int], None]
 """Called as ``progress(rows_read, total_rows)`` after each batch."""
 
 
-DUMP_ARGUMENTS = """\
+class DumpArguments(TypedDict, total=False):
+    """The keyword arguments every dump-reading function of :mod:`rcdiag.api` takes as
+    ``**dump`` (each mirrors a flag of every dump-reading command):
+
+    Attributes:
         step: analyse only this step, or these steps (``--step``).
         steps: analyse only the steps ``"A:B"`` (inclusive; either end may be empty) or
             ``(A, B)`` (``--steps``).
-        rollout_col, training_col, mask_col, step_col: column names, when not the defaults
-            (``--rollout-col`` …; README.md, "The dump").
+        rollout_col: the rollout log-prob column, when not the default (``--rollout-col``;
+            README.md, "The dump"); likewise training_col, mask_col and step_col.
+        training_col: the training log-prob column (``--training-col``).
+        mask_col: the response-mask column (``--mask-col``).
+        step_col: the step column (``--step-col``).
         drop_nonfinite: mask NaN/±inf at valid positions (and count them) instead of failing.
         storage_options: keyword arguments of the file system of ``s3://``, ``gs://``, ``hf://``
             and ``http(s)://`` paths (``--storage-option KEY=VALUE``), e.g.
@@ -81,15 +88,18 @@ DUMP_ARGUMENTS = """\
             cluster with the same results, ``--engine``; docs/scale.md).
         ray_address: the Ray cluster for ``engine="ray"`` (None: ``RAY_ADDRESS``, else a local
             Ray started for the call; ``--ray-address``).
-        progress: called as ``progress(rows_read, total_rows)`` after each batch."""
+    """
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def documented(function: F) -> F:
-    """Put the arguments every dump-reading function shares in its docstring."""
-    function.__doc__ = (function.__doc__ or "").replace("        {dump_arguments}", DUMP_ARGUMENTS)
-    return function
+    step: int | Sequence[int] | None
+    steps: str | tuple[int | None, int | None] | None
+    rollout_col: str | None
+    training_col: str | None
+    mask_col: str | None
+    step_col: str | None
+    drop_nonfinite: bool
+    storage_options: Mapping[str, Any] | None
+    engine: str
+    ray_address: str | None
 
 
 def as_paths(paths: Paths | None) -> list[str | Path]:
@@ -152,20 +162,13 @@ def dump_spec(
     )
 
 
-_DUMP_KEYS = (
-    "step",
-    "steps",
-    "rollout_col",
-    "training_col",
-    "mask_col",
-    "step_col",
-    "drop_nonfinite",
-    "storage_options",
-    "engine",
-    "ray_address",
-)
+def spec_of(paths: Paths, dump: Mapping[str, Any], function: str) -> DumpSpec:
+    """:func:`dump_spec` of the ``**dump`` arguments given to ``function``.
 
-
-def spec_of(paths: Paths, arguments: Mapping[str, Any]) -> DumpSpec:
-    """:func:`dump_spec` of the dump arguments among a function's ``arguments`` (its locals)."""
-    return dump_spec(paths, **{key: arguments[key] for key in _DUMP_KEYS})
+    Raises:
+        TypeError: an argument that is not one of :class:`DumpArguments`, named as Python names it.
+    """
+    for name in dump:
+        if name not in DumpArguments.__annotations__:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    return dump_spec(paths, **dump)
