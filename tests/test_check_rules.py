@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from rcdiag.assess.registry import RECORDS
 from rcdiag.checks.catalog import analysis_metric_names
 from rcdiag.checks.defaults import (
     BASELINE_DIRECTIONS,
@@ -20,6 +19,7 @@ from rcdiag.checks.rules_file import parse_rules_toml
 from rcdiag.checks.validation import MetricCatalog, referenced_presets, validate_rules
 from rcdiag.errors import UsageError
 from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.metrics.records import JUDGED as RECORDS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NAMES = analysis_metric_names(AnalyzeOptions())

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from rcdiag.assess.diagnosis import DETECTORS
-from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.assess.rules import RULES
 from rcdiag.assess.verdict import SIGNALS
-from rcdiag.assess.wording import SYMBOLS
+from rcdiag.metrics.records import RECORDS, REGISTRY
 from rcdiag.report.render import render_html
 from rcdiag.run.documents import ReportOptions, build_report_document
 from rcdiag.run.dump import DumpSpec
+from rcdiag.status import rank
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {
@@ -36,7 +36,7 @@ PHRASES = {
     "past the healthy range": "watch",
     "past the act limit": "act",
 }
-NAMES = {name: metric for metric, name in SYMBOLS.items() if " " not in name or "|" in name}
+NAMES = {r.label: r.name for r in RECORDS if r.bands and (" " not in r.label or "|" in r.label)}
 JUDGED = re.compile(
     r"(?P<name>" + "|".join(re.escape(n) for n in sorted(NAMES, key=len, reverse=True)) + r")"
     r" = (?P<value>-?[0-9.e+-]+%?) (?P<scope>overall|over the last steps)"

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from rcdiag.assess import dump_bugs, mismatch
 from rcdiag.assess.observations import Finding, Observations
-from rcdiag.assess.registry import Status, worst
 from rcdiag.model.diagnosis import Cause, Diagnosis, Kind
+from rcdiag.status import Status, worst
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import math
 from rcdiag.assess.observations import LIMITS, Finding, Observations, ratio_z
 from rcdiag.formatting import fmt, pct
 from rcdiag.metrics.evidence import SHIFTS, fit_slope, mean_gap
+from rcdiag.metrics.records import ABS_LOG_RATIO_MAX, KL
 
 
 def logits_not_logprobs(o: Observations) -> Finding | None:
@@ -29,7 +30,7 @@ def logits_not_logprobs(o: Observations) -> Finding | None:
 
 
 def identical_columns(o: Observations) -> Finding | None:
-    if o.metric("rcdiag/abs_log_ratio_max") != 0.0:
+    if o.metric(ABS_LOG_RATIO_MAX.name) != 0.0:
         return None
     return Finding(
         "watch",
@@ -102,7 +103,7 @@ def weight_z(o: Observations) -> float:
 
 def swapped_columns(o: Observations) -> Finding | None:
     z_kl, z_weight = kl_z(o), weight_z(o)
-    kl = o.metric("rollout_corr/kl")
+    kl = o.metric(KL.name)
     if kl is None or not (z_kl < -LIMITS["z_kl"] or (z_kl < 0 and z_weight > LIMITS["z"])):
         return None
     mean_weight = o.totals["token_weight"] / o.totals["valid_tokens"]

@@ -26,8 +26,23 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rcdiag.assess.registry import REGISTRY, Status
 from rcdiag.formatting import short
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CATASTROPHIC_TOKENS,
+    CHI2_SEQ,
+    CHI2_TOKEN,
+    ESS_SEQ,
+    ESS_TOKEN,
+    K3_KL,
+    KL,
+    LOG_PPL_ABS_DIFF,
+    REGISTRY,
+    RESPONSE_LENGTH_MAX,
+    RESPONSE_LENGTH_MEAN,
+    VETO_FRACTION,
+)
+from rcdiag.status import Status
 
 Size = Literal["tiny", "moderate", "large"]
 
@@ -40,15 +55,15 @@ def band_limit(metric: str, status: Status) -> float:
 
 
 LIMITS: dict[str, float] = {
-    "tiny_k3_kl": band_limit("rollout_corr/k3_kl", "watch"),
-    "tiny_abs_log_ratio": band_limit("rcdiag/abs_log_ratio_mean", "watch"),
-    "large_abs_log_ratio": band_limit("rcdiag/abs_log_ratio_mean", "act"),
-    "large_chi2_token": band_limit("rollout_corr/chi2_token", "act"),
-    "large_k3_kl": band_limit("rollout_corr/k3_kl", "act"),
-    "seq_chi2": band_limit("rollout_corr/chi2_seq", "watch"),
-    "seq_ess": band_limit("rcdiag/ess_seq", "watch"),
-    "catastrophic_fraction": band_limit("rcdiag/catastrophic_token_fraction", "watch"),
-    "veto_fraction": band_limit("rcdiag/veto_fraction", "act"),
+    "tiny_k3_kl": band_limit(K3_KL.name, "watch"),
+    "tiny_abs_log_ratio": band_limit(ABS_LOG_RATIO_MEAN.name, "watch"),
+    "large_abs_log_ratio": band_limit(ABS_LOG_RATIO_MEAN.name, "act"),
+    "large_chi2_token": band_limit(CHI2_TOKEN.name, "act"),
+    "large_k3_kl": band_limit(K3_KL.name, "act"),
+    "seq_chi2": band_limit(CHI2_SEQ.name, "watch"),
+    "seq_ess": band_limit(ESS_SEQ.name, "watch"),
+    "catastrophic_fraction": band_limit(CATASTROPHIC_TOKENS.name, "watch"),
+    "veto_fraction": band_limit(VETO_FRACTION.name, "act"),
     "bias_share": 0.5,
     "keep_target": 0.95,
     "is_mass_removed": 0.05,
@@ -252,9 +267,7 @@ def _number(metrics: Mapping[str, Any], name: str) -> float | None:
 
 def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
     """The k3_kl trend over the steps that have a value (module docstring); None with < 2."""
-    points = [
-        (int(s["step"]), _number(s["metrics"], "rollout_corr/k3_kl"), s["metrics"]) for s in steps
-    ]
+    points = [(int(s["step"]), _number(s["metrics"], K3_KL.name), s["metrics"]) for s in steps]
     usable = [(step, k3, m) for step, k3, m in points if k3 is not None]
     if len(usable) < 2:
         return None
@@ -269,7 +282,7 @@ def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
         correlation = float(np.corrcoef(x, y)[0, 1])
     quarter = max(1, len(usable) // 4)
     k3 = [float(p[1] or 0.0) for p in usable]
-    recent_abs = [_number(p[2], "rcdiag/abs_log_ratio_mean") for p in usable[-quarter:]]
+    recent_abs = [_number(p[2], ABS_LOG_RATIO_MEAN.name) for p in usable[-quarter:]]
     present = [v for v in recent_abs if v is not None]
     return Trend(
         steps=len(usable),
@@ -291,19 +304,19 @@ def findings(document: Mapping[str, Any]) -> Findings:
     options = document.get("options") or {}
     diagnosis = document.get("diagnosis") or {}
     return Findings(
-        k3_kl=_number(overall, "rollout_corr/k3_kl"),
-        kl=_number(overall, "rollout_corr/kl"),
-        abs_log_ratio=_number(overall, "rcdiag/abs_log_ratio_mean"),
-        chi2_token=_number(overall, "rollout_corr/chi2_token"),
-        chi2_seq=_number(overall, "rollout_corr/chi2_seq"),
-        ess_token=_number(overall, "rcdiag/ess_token"),
-        ess_seq=_number(overall, "rcdiag/ess_seq"),
-        catastrophic_fraction=_number(overall, "rcdiag/catastrophic_token_fraction"),
-        veto_fraction=_number(overall, "rcdiag/veto_fraction"),
+        k3_kl=_number(overall, K3_KL.name),
+        kl=_number(overall, KL.name),
+        abs_log_ratio=_number(overall, ABS_LOG_RATIO_MEAN.name),
+        chi2_token=_number(overall, CHI2_TOKEN.name),
+        chi2_seq=_number(overall, CHI2_SEQ.name),
+        ess_token=_number(overall, ESS_TOKEN.name),
+        ess_seq=_number(overall, ESS_SEQ.name),
+        catastrophic_fraction=_number(overall, CATASTROPHIC_TOKENS.name),
+        veto_fraction=_number(overall, VETO_FRACTION.name),
         veto_threshold=float(options.get("effective_veto_threshold") or 1e-4),
-        length_mean=_number(overall, "rcdiag/response_length_mean"),
-        length_max=_number(overall, "rcdiag/response_length_max"),
-        log_ppl_abs_diff=_number(overall, "rollout_corr/log_ppl_abs_diff"),
+        length_mean=_number(overall, RESPONSE_LENGTH_MEAN.name),
+        length_max=_number(overall, RESPONSE_LENGTH_MAX.name),
+        log_ppl_abs_diff=_number(overall, LOG_PPL_ABS_DIFF.name),
         steps=len(steps),
         trend=trend(steps),
         causes={c["id"]: c["severity"] for c in diagnosis.get("causes", [])},

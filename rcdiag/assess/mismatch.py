@@ -7,8 +7,17 @@ Severities come from the metric registry's bands (docs/diagnosis.md); each detec
 from __future__ import annotations
 
 from rcdiag.assess.observations import LIMITS, Finding, Observations, status_of
-from rcdiag.assess.registry import Status, worst
 from rcdiag.formatting import fmt, pct
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CATASTROPHIC_TOKENS,
+    CHI2_SEQ,
+    ESS_SEQ,
+    K3_KL,
+    RESPONSE_LENGTH_MEAN,
+    VETO_FRACTION,
+)
+from rcdiag.status import Status, worst
 
 
 def stale_policy(o: Observations) -> Finding | None:
@@ -21,7 +30,7 @@ def stale_policy(o: Observations) -> Finding | None:
         return None
     worst_lag = max(stale, key=lambda g: g["lag"])
     ratio = (worst_lag["k3_kl"] or 0.0) / max(fresh["k3_kl"] or 0.0, 1e-12)
-    severity = status_of("rollout_corr/k3_kl", worst_lag["k3_kl"])
+    severity = status_of(K3_KL.name, worst_lag["k3_kl"])
     if ratio < LIMITS["stale_ratio"] or severity in (None, "healthy"):
         return None
     return Finding(
@@ -41,7 +50,7 @@ def growing_drift(o: Observations) -> Finding | None:
     if trend is None or not trend.significant or trend.relative_change <= LIMITS["drift_rise"]:
         return None
     recent = trend.after if o.recent_k3_kl is None else max(o.recent_k3_kl, trend.after or 0.0)
-    level = status_of("rollout_corr/k3_kl", recent) or "healthy"
+    level = status_of(K3_KL.name, recent) or "healthy"
     severity: Status = "act" if level != "healthy" else "watch"
     return Finding(
         severity,
@@ -61,12 +70,12 @@ def growing_drift(o: Observations) -> Finding | None:
 
 
 def catastrophic_tokens(o: Observations) -> Finding | None:
-    share = o.metric("rcdiag/catastrophic_token_fraction")
-    level = status_of("rcdiag/catastrophic_token_fraction", share)
+    share = o.metric(CATASTROPHIC_TOKENS.name)
+    level = status_of(CATASTROPHIC_TOKENS.name, share)
     if level in (None, "healthy"):
         return None
-    vetoed = o.metric("rcdiag/veto_fraction")
-    severity = worst([level, status_of("rcdiag/veto_fraction", vetoed)])
+    vetoed = o.metric(VETO_FRACTION.name)
+    severity = worst([level, status_of(VETO_FRACTION.name, vetoed)])
     return Finding(
         severity,
         f"{pct(share)} of tokens have π_train/π_rollout below the veto threshold, in "
@@ -97,11 +106,11 @@ def heavy_tail(o: Observations) -> Finding | None:
 
 
 def long_sequence_compounding(o: Observations) -> Finding | None:
-    chi2, ess = o.metric("rollout_corr/chi2_seq"), o.metric("rcdiag/ess_seq")
-    level = worst([status_of("rollout_corr/chi2_seq", chi2), status_of("rcdiag/ess_seq", ess)])
+    chi2, ess = o.metric(CHI2_SEQ.name), o.metric(ESS_SEQ.name)
+    level = worst([status_of(CHI2_SEQ.name, chi2), status_of(ESS_SEQ.name, ess)])
     if level == "healthy":
         return None
-    length = o.metric("rcdiag/response_length_mean")
+    length = o.metric(RESPONSE_LENGTH_MEAN.name)
     return Finding(
         level,
         f"per-token mismatch compounds over ~{fmt(length, 3)} tokens per response: χ²_seq = "
@@ -113,13 +122,11 @@ def long_sequence_compounding(o: Observations) -> Finding | None:
 
 
 def numeric_mismatch(o: Observations) -> Finding | None:
-    k3, gap = o.metric("rollout_corr/k3_kl"), o.metric("rcdiag/abs_log_ratio_mean")
+    k3, gap = o.metric(K3_KL.name), o.metric(ABS_LOG_RATIO_MEAN.name)
     fresh = next((g for g in o.lags or () if g["lag"] == 0), None)
     if fresh is not None:  # staleness is told apart: numerics are what the lag-0 rows show
         k3, gap = fresh["k3_kl"], fresh["abs_log_ratio_mean"]
-    level = worst(
-        [status_of("rollout_corr/k3_kl", k3), status_of("rcdiag/abs_log_ratio_mean", gap)]
-    )
+    level = worst([status_of(K3_KL.name, k3), status_of(ABS_LOG_RATIO_MEAN.name, gap)])
     if level == "healthy":
         return None
     return Finding(

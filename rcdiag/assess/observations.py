@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.assess.registry import REGISTRY, Status
+from rcdiag.metrics.records import REGISTRY
 from rcdiag.metrics.trend import Trend
+from rcdiag.status import Status
 
 LIMITS: dict[str, float] = {
     "positive_share": 0.01,

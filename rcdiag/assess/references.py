@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from rcdiag.assess.candidates import VETO_TAU
 from rcdiag.assess.findings import LIMITS
-from rcdiag.assess.registry import REGISTRY
 from rcdiag.assess.wording import band_label, first_band
 from rcdiag.correction.presets import PRESETS
+from rcdiag.metrics.records import LOG_PPL_ABS_DIFF, REGISTRY
 
 KEEP_TARGET = LIMITS["keep_target"]
 """The share of tokens a rejection threshold must keep (the sweep charts' reference line)."""
@@ -44,7 +44,7 @@ class Reference:
 def references(metric: str) -> list[Reference]:
     """The lines of ``metric``: its registry bands, then its gauge marks (none outside the
     registry, except the geometric-mean band of ``log_ppl_abs_diff``)."""
-    if metric == "rollout_corr/log_ppl_abs_diff":
+    if metric == LOG_PPL_ABS_DIFF.name:
         band = geo_band()
         return [Reference(band, f"decoupled_geo_rs band ±{100 * band:.2g}%", "watch")]
     record = REGISTRY.get(metric)
@@ -69,7 +69,7 @@ def shading(metric: str) -> list[tuple[float | None, float | None, str]]:
     """(low, high, status) of the healthy range and the watch band of a ``higher``-worse metric
     (None: the axis end)."""
     record = REGISTRY.get(metric)
-    if record is None or record.worse != "higher":
+    if record is None or not record.bands or record.worse != "higher":
         return []
     healthy = first_band(record)
     assert isinstance(healthy.limit, float)

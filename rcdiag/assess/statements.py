@@ -8,7 +8,6 @@ the same status, the same size word.
 from __future__ import annotations
 
 from rcdiag.assess.findings import Findings, tokens
-from rcdiag.assess.registry import REGISTRY, Status, rank
 from rcdiag.assess.wording import (
     OVERALL,
     RECENT,
@@ -18,13 +17,16 @@ from rcdiag.assess.wording import (
     status_phrase,
     symbol,
 )
+from rcdiag.metrics import records
+from rcdiag.metrics.records import REGISTRY
+from rcdiag.status import Status, rank
 
-K3 = "rollout_corr/k3_kl"
-ABS = "rcdiag/abs_log_ratio_mean"
-CHI2_TOKEN = "rollout_corr/chi2_token"
-KL = "rollout_corr/kl"
-CHI2_SEQ = "rollout_corr/chi2_seq"
-ESS_SEQ = "rcdiag/ess_seq"
+K3 = records.K3_KL.name
+ABS = records.ABS_LOG_RATIO_MEAN.name
+CHI2_TOKEN = records.CHI2_TOKEN.name
+KL = records.KL.name
+CHI2_SEQ = records.CHI2_SEQ.name
+ESS_SEQ = records.ESS_SEQ.name
 
 SIZE_METRICS = (ABS, K3, CHI2_TOKEN)
 """The per-token figures whose statuses make the size of the mismatch."""

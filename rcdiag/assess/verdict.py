@@ -21,10 +21,18 @@ from typing import Any, Literal
 from rcdiag.assess import statements
 from rcdiag.assess.diagnosis import CAUSE_TITLES
 from rcdiag.assess.findings import Findings, findings
-from rcdiag.assess.registry import REGISTRY, Status, rank
 from rcdiag.assess.wording import RECENT, judged, status_of, status_phrase
 from rcdiag.formatting import pct, short
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CATASTROPHIC_TOKENS,
+    CHI2_SEQ,
+    K3_KL,
+    REGISTRY,
+    VETO_FRACTION,
+)
 from rcdiag.model.advice import FiredSignal, Gauge, Verdict
+from rcdiag.status import Status, rank
 
 
 @dataclass(frozen=True)
@@ -101,26 +109,26 @@ class Signal:
 
 
 def _k3(f: Findings, caption: str = "whole dump") -> tuple[str, float | None, str]:
-    return ("rollout_corr/k3_kl", f.k3_kl, caption)
+    return (K3_KL.name, f.k3_kl, caption)
 
 
 def _abs(f: Findings) -> tuple[str, float | None, str]:
-    return ("rcdiag/abs_log_ratio_mean", f.abs_log_ratio, "whole dump")
+    return (ABS_LOG_RATIO_MEAN.name, f.abs_log_ratio, "whole dump")
 
 
 def _drift_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
     t = f.trend
     assert t is not None
     return [
-        ("rollout_corr/k3_kl", t.recent, f"last steps (first steps: {short(t.first)})"),
-        ("rcdiag/abs_log_ratio_mean", t.recent_abs_log_ratio, "last steps"),
+        (K3_KL.name, t.recent, f"last steps (first steps: {short(t.first)})"),
+        (ABS_LOG_RATIO_MEAN.name, t.recent_abs_log_ratio, "last steps"),
     ]
 
 
 def _per_token_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
     """The per-token figures the size sentence cites, with the scope it cites them in."""
     out = []
-    for metric in ("rollout_corr/k3_kl", "rcdiag/abs_log_ratio_mean"):
+    for metric in (K3_KL.name, ABS_LOG_RATIO_MEAN.name):
         value, scope, _ = statements.cited(f, metric)
         out.append((metric, value, "last steps" if scope == RECENT else "whole dump"))
     return out
@@ -128,14 +136,14 @@ def _per_token_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
 
 def _sequence_deciding(f: Findings) -> list[tuple[str, float | None, str]]:
     """χ²_seq when it is past its healthy range (ESS_seq has no gauge), then the per-token figures."""
-    chi2 = [("rollout_corr/chi2_seq", f.chi2_seq, "whole dump")]
-    if status_of("rollout_corr/chi2_seq", f.chi2_seq) in (None, "healthy"):
+    chi2 = [(CHI2_SEQ.name, f.chi2_seq, "whole dump")]
+    if status_of(CHI2_SEQ.name, f.chi2_seq) in (None, "healthy"):
         chi2 = []
     return (chi2 + _per_token_deciding(f))[:2]
 
 
 def _catastrophic(f: Findings) -> str:
-    veto = "rcdiag/veto_fraction"
+    veto = VETO_FRACTION.name
     return (
         f"{pct(f.veto_fraction)} of sequences hold a catastrophic token (π_train/π_rollout < "
         f"{short(f.veto_threshold)}), {status_phrase(veto, status_of(veto, f.veto_fraction) or 'act')}"
@@ -143,7 +151,7 @@ def _catastrophic(f: Findings) -> str:
 
 
 def _catastrophic_watch(f: Findings) -> str:
-    share = "rcdiag/catastrophic_token_fraction"
+    share = CATASTROPHIC_TOKENS.name
     status = status_of(share, f.catastrophic_fraction) or "watch"
     return (
         f"catastrophic tokens present: {pct(f.catastrophic_fraction)} of tokens, "
@@ -176,7 +184,7 @@ SIGNALS: tuple[Signal, ...] = (
         "act",
         lambda f: f.catastrophic_severe,
         _catastrophic,
-        lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+        lambda f: [(VETO_FRACTION.name, f.veto_fraction, "whole dump"), _k3(f)],
         "Catastrophic tokens are frequent enough to bias training: reject their sequences, and "
         "check how the log-probs are computed.",
     ),
@@ -194,7 +202,7 @@ SIGNALS: tuple[Signal, ...] = (
         "watch",
         lambda f: f.catastrophic and not f.catastrophic_severe,
         _catastrophic_watch,
-        lambda f: [("rcdiag/veto_fraction", f.veto_fraction, "whole dump"), _k3(f)],
+        lambda f: [(VETO_FRACTION.name, f.veto_fraction, "whole dump"), _k3(f)],
         "A few catastrophic tokens: reject their sequences with a max criterion, and keep an eye "
         "on them.",
     ),
@@ -232,7 +240,7 @@ OTHER_BLURBS: dict[str, str] = {
 def gauge(metric: str, value: float | None, caption: str) -> Gauge:
     """Where ``value`` sits on the published ranges of ``metric`` (its registry record)."""
     gauge_scale = scale(metric)
-    shown = abs(value) if value is not None and metric == "rollout_corr/kl" else value
+    shown = abs(value) if value is not None and REGISTRY[metric].worse == "abs" else value
     status = status_of(metric, value)
     band = None
     if shown is not None:
@@ -242,7 +250,7 @@ def gauge(metric: str, value: float | None, caption: str) -> Gauge:
         label=gauge_scale.label,
         caption=caption,
         value=shown,
-        display=short(shown) if not metric.endswith("fraction") else pct(shown),
+        display=pct(shown) if REGISTRY[metric].share else short(shown),
         status=CSS_STATUS[status] if status else (band.status if band else None),
         band=f"{status}: {status_phrase(metric, status)}" if status else None,
         source=gauge_scale.source,

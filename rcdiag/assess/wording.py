@@ -16,46 +16,32 @@ two sentences about the same figure never disagree. Rule and cause ids never app
 
 from __future__ import annotations
 
-from rcdiag.assess.registry import REGISTRY, Band, MetricRecord, Status
 from rcdiag.formatting import pct, short
-
-SYMBOLS: dict[str, str] = {
-    "rollout_corr/k3_kl": "k3_kl",
-    "rcdiag/abs_log_ratio_mean": "mean |Δ log p|",
-    "rollout_corr/kl": "kl",
-    "rollout_corr/chi2_token": "χ²_token",
-    "rollout_corr/chi2_seq": "χ²_seq",
-    "rcdiag/ess_token": "ESS_token",
-    "rcdiag/ess_seq": "ESS_seq",
-    "rcdiag/catastrophic_token_fraction": "the share of catastrophic tokens",
-    "rcdiag/veto_fraction": "the share of sequences with a catastrophic token",
-}
-"""How a metric is named inside a sentence."""
+from rcdiag.metrics.records import REGISTRY, Band, MetricRecord, is_share, label
+from rcdiag.status import Status
 
 SIZE_WORDS: dict[str, str] = {"tiny": "small", "moderate": "moderate", "large": "large"}
 """The size of the per-token mismatch (:attr:`rcdiag.assess.findings.Findings.size`) in words."""
-
-SHARE_METRICS = {"rcdiag/catastrophic_token_fraction", "rcdiag/veto_fraction"}
 
 OVERALL = "overall"
 RECENT = "over the last steps"
 
 
 def symbol(metric: str) -> str:
-    """The name of ``metric`` in a sentence (``k3_kl``, ``mean |Δ log p|``, …)."""
-    return SYMBOLS.get(metric, metric.rsplit("/", 1)[-1])
+    """The name of ``metric`` in a sentence: its record's label (``k3_kl``, ``mean |Δ log p|``)."""
+    return label(metric)
 
 
 def value_text(metric: str, value: float | None) -> str:
     """A metric's value as sentences print it (shares as percentages)."""
-    return pct(value) if metric in SHARE_METRICS else short(value)
+    return pct(value) if is_share(metric) else short(value)
 
 
 def _limit(record: MetricRecord, band: Band, inside: bool, named: bool = False) -> str:
     """``≤ 0.001`` (inside the band's limit) or ``> 0.001`` (past it), in the record's direction;
     ``named`` adds the limit's short name (``> 0.001, NeMo-RL gate``)."""
     assert isinstance(band.limit, float), record.name
-    shown = pct(band.limit, 0) if record.name in SHARE_METRICS else short(band.limit)
+    shown = pct(band.limit, 0) if record.share else short(band.limit)
     lower = record.worse == "lower"
     op = ("≥" if lower else "≤") if inside else ("<" if lower else ">")
     name = f"|{symbol(record.name)}| " if record.worse == "abs" else ""
@@ -73,7 +59,8 @@ def status_phrase(metric: str, status: Status) -> str:
     limit (> 0.1)``.
 
     Example:
-        >>> status_phrase("rollout_corr/k3_kl", "watch")
+        >>> from rcdiag.metrics.records import K3_KL
+        >>> status_phrase(K3_KL.name, "watch")
         'past the healthy range (> 0.001, NeMo-RL gate)'
         >>> status_phrase("rcdiag/ess_seq", "healthy")
         'within the healthy range (≥ 0.5)'
@@ -117,7 +104,8 @@ def band_label(metric: str, band: Band) -> str:
     """A band as a chart legend names it: ``watch > 0.001 · NeMo-RL gate``.
 
     Example:
-        >>> band_label("rollout_corr/kl", REGISTRY["rollout_corr/kl"].bands[0])
+        >>> from rcdiag.metrics.records import KL
+        >>> band_label(KL.name, KL.bands[0])
         'watch |kl| > 0.1 · verl'
     """
     record = REGISTRY[metric]

@@ -1,7 +1,7 @@
 """The built-in rule set: the metric registry's bands as rules, and baseline comparisons for the
 metrics that measure the mismatch.
 
-Each band of :data:`rcdiag.assess.registry.RECORDS` becomes one rule on the overall value: an ``act``
+Each band of :data:`rcdiag.metrics.records.JUDGED` becomes one rule on the overall value: an ``act``
 band fails the run, a ``watch`` band is reported and passes. With the diagnosis gate of the check
 command (a cause of severity ``act`` fails), ``rcdiag check`` with its default rules exits 1 exactly
 when the verdict is ``act``.
@@ -11,19 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from rcdiag.assess.registry import RECORDS, Band, MetricRecord
 from rcdiag.checks.rules import Bound, Direction, Rule
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CATASTROPHIC_TOKENS,
+    CHI2_TOKEN,
+    ESS_TOKEN,
+    K3_KL,
+    LOG_PPL_ABS_DIFF,
+    RATIO_OUTSIDE_HALF_TWO,
+    RATIO_OUTSIDE_TENTH,
+    RECORDS,
+    VETO_FRACTION,
+    Band,
+    MetricRecord,
+)
 
 BASELINE_DIRECTIONS: dict[str, Direction] = {
-    "rollout_corr/k3_kl": "higher",
-    "rollout_corr/chi2_token": "higher",
-    "rollout_corr/log_ppl_abs_diff": "higher",
-    "rcdiag/abs_log_ratio_mean": "higher",
-    "rcdiag/ratio_outside_0.9_1.1": "higher",
-    "rcdiag/ratio_outside_0.5_2": "higher",
-    "rcdiag/veto_fraction": "higher",
-    "rcdiag/catastrophic_token_fraction": "higher",
-    "rcdiag/ess_token": "lower",
+    K3_KL.name: "higher",
+    CHI2_TOKEN.name: "higher",
+    LOG_PPL_ABS_DIFF.name: "higher",
+    ABS_LOG_RATIO_MEAN.name: "higher",
+    RATIO_OUTSIDE_TENTH.name: "higher",
+    RATIO_OUTSIDE_HALF_TWO.name: "higher",
+    VETO_FRACTION.name: "higher",
+    CATASTROPHIC_TOKENS.name: "higher",
+    ESS_TOKEN.name: "lower",
 }
 """Mismatch metrics compared with a baseline by default, and which way is worse. Left out: ``kl``
 (for a symmetric mismatch its plain estimator Σ(−ℓ)/V is zero-mean noise; ``k3_kl`` gates the KL),
@@ -33,10 +46,10 @@ interval is too narrow (measured: false alarms between same-distribution dumps).
 of your own where responses are short."""
 
 RARE_EVENT_ABS_TOL: dict[str, float] = {
-    "rcdiag/veto_fraction": 0.01,
-    "rcdiag/catastrophic_token_fraction": 1e-4,
-    "rcdiag/ratio_outside_0.5_2": 1e-3,
-    "rcdiag/ratio_outside_0.9_1.1": 1e-3,
+    VETO_FRACTION.name: 0.01,
+    CATASTROPHIC_TOKENS.name: 1e-4,
+    RATIO_OUTSIDE_HALF_TWO.name: 1e-3,
+    RATIO_OUTSIDE_TENTH.name: 1e-3,
 }
 """Absolute tolerance floors of the default baseline rules on shares of rare events. A baseline
 with no such event has replicates that are all 0, so the bootstrap cannot express its uncertainty;

@@ -9,11 +9,12 @@ from collections.abc import Iterable, Iterator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.commands._common import shown, stderr, stdout
 from rcdiag.commands._layout import hanging
+from rcdiag.metrics.records import CHI2_SEQ, CHI2_TOKEN, REGISTRY
 from rcdiag.model import Diagnosis, SourceInfo
 from rcdiag.run.dump import Progress as RowsRead
+from rcdiag.status import rank
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""
@@ -25,7 +26,7 @@ VERDICT_WORDS: dict[str, str] = {
 }
 
 
-CHI2_METRICS = ("rollout_corr/chi2_token", "rollout_corr/chi2_seq")
+CHI2_METRICS = (CHI2_TOKEN.name, CHI2_SEQ.name)
 CHI2_NOTE = (
     "χ² (chi2_token, chi2_seq) is E[ρ²] − 1 of the IS weights ρ = π_train/π_rollout: about their "
     "variance when they average 1, and negative when the sampled weights average below 1 "

@@ -11,7 +11,6 @@ import typer
 from rich.text import Text
 
 from rcdiag import api
-from rcdiag.assess.registry import judge, worst
 from rcdiag.commands._common import (
     ALL_STEPS,
     CsvOption,
@@ -55,22 +54,13 @@ from rcdiag.commands._terminal import (
     warn_about_input,
 )
 from rcdiag.formatting import fmt
+from rcdiag.metrics.records import STEP_COLUMNS, worst_status
 from rcdiag.model import AnalysisResult, StepResult
 from rcdiag.model.frameworks import FrameworkResult
+from rcdiag.status import worst
 
 STEP_TABLE_ROWS = 40
 """Up to this many steps are listed one per row; beyond it, consecutive steps are grouped."""
-
-STEP_COLUMNS: dict[str, str] = {
-    "rollout_corr/kl": "kl",
-    "rollout_corr/k3_kl": "k3_kl",
-    "rollout_corr/chi2_token": "χ² tok",
-    "rollout_corr/chi2_seq": "χ² seq",
-    "rollout_corr/ppl_ratio": "ppl ratio",
-    "rcdiag/abs_log_ratio_mean": "|Δlogp|",
-    "rcdiag/ess_token": "ESS tok",
-    "rcdiag/veto_fraction": "veto",
-}
 
 
 @reads_dump
@@ -203,10 +193,10 @@ def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
         chunk = steps[start : start + group]
         label = str(chunk[0].step) if len(chunk) == 1 else f"{chunk[0].step}–{chunk[-1].step}"
         values = []
-        for name in STEP_COLUMNS:
-            present = [v for s in chunk if (v := s.metrics.get(name)) is not None]
+        for column in STEP_COLUMNS:
+            present = [v for s in chunk if (v := s.metrics.get(column.name)) is not None]
             values.append(fmt(sum(present) / len(present)) if present else "–")
-        statuses = [c.status for s in chunk for c in judge(s.metrics)]
+        statuses = [worst_status(s.metrics) for s in chunk]
         status = worst(statuses) if any(s.valid_tokens for s in chunk) else "empty"
         rows.append(
             [
@@ -219,7 +209,7 @@ def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
         )
     columns = [
         Col("status"),
-        *(Col(label, "right") for label in STEP_COLUMNS.values()),
+        *(Col(column.header, "right") for column in STEP_COLUMNS),
         Col("rows", "right"),
         Col("valid tok", "right"),
     ]

@@ -11,11 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_number
-
-Status = Literal["healthy", "watch", "act"]
-"""``healthy``: inside every published range; ``watch``: past a range that calls for attention;
-``act``: past a range that calls for a fix or a correction."""
-STATUSES: tuple[Status, ...] = ("healthy", "watch", "act")
+from rcdiag.status import STATUSES, Status
 
 Kind = Literal["dump_bug", "mismatch"]
 """``dump_bug``: the dump was made wrongly (fix the pipeline); ``mismatch``: a real mismatch."""

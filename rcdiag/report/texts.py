@@ -1,4 +1,5 @@
-"""The report's fixed words: the glossary, the key-metric cards, the preset table's columns.
+"""The report's fixed words: the glossary and the preset table's columns (the key-metric cards'
+words are the metrics' records, :data:`rcdiag.metrics.records.KEY_METRICS`).
 
 Descriptions only; every number in them is read from :mod:`rcdiag.assess` (the registry's bands,
 the veto τ), never written here.
@@ -7,19 +8,13 @@ the veto τ), never written here.
 from __future__ import annotations
 
 from rcdiag.assess.references import CATASTROPHIC_RATIO
-from rcdiag.assess.registry import REGISTRY, Status
+from rcdiag.metrics.records import ABS_LOG_RATIO_MEAN, K3_KL, MetricRecord
+from rcdiag.status import Status
 
 
-def _limit(metric: str, status: Status) -> str:
-    band = REGISTRY[metric].band(status)
-    assert band is not None and isinstance(band.limit, float)
-    return f"{band.limit:g}"
+def _limit(record: MetricRecord, status: Status) -> str:
+    return f"{record.limit(status):g}"
 
-
-CHI2_WHAT = (
-    "{sq} − 1 of the {w}: ≈ their variance when their mean is ≈ 1; negative when the weights "
-    "are below 1 on average."
-)
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
     (
@@ -59,12 +54,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "slime's gate",
         "The slime RL framework flags a batch when the mean |Δ log p| per token exceeds "
-        f"{_limit('rcdiag/abs_log_ratio_mean', 'act')}.",
+        f"{_limit(ABS_LOG_RATIO_MEAN, 'act')}.",
     ),
     (
         "NeMo-RL gate",
         "NVIDIA NeMo-RL flags a bf16 run when the token KL (k3) between engines exceeds "
-        f"{_limit('rollout_corr/k3_kl', 'watch')}.",
+        f"{_limit(K3_KL, 'watch')}.",
     ),
     (
         "catastrophic token",
@@ -73,76 +68,6 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
 )
 """Plain-words definitions of the jargon the report uses (the About section)."""
-
-KEY_METRICS: tuple[tuple[str, str, str], ...] = (
-    (
-        "rollout_corr/k3_kl",
-        "k3_kl",
-        "Token-level KL(π_rollout‖π_train), K3 estimator.",
-    ),
-    (
-        "rcdiag/abs_log_ratio_mean",
-        "mean |Δ log p|",
-        "Average per-token disagreement |log π_train − log π_rollout|.",
-    ),
-    (
-        "rollout_corr/kl",
-        "kl",
-        "Mean log π_rollout − log π_train: > 0 when the rollout engine is over-confident.",
-    ),
-    (
-        "rollout_corr/chi2_token",
-        "chi2_token",
-        CHI2_WHAT.format(w="token IS weights ρ", sq="E[ρ²]"),
-    ),
-    (
-        "rollout_corr/chi2_seq",
-        "chi2_seq",
-        CHI2_WHAT.format(w="sequence IS weights ∏ρ", sq="E[(∏ρ)²]"),
-    ),
-    (
-        "rcdiag/ess_token",
-        "ESS · token",
-        "Effective share of tokens once weighted by ρ.",
-    ),
-    (
-        "rcdiag/ess_seq",
-        "ESS · sequence",
-        "Effective share of sequences once weighted by ∏ρ.",
-    ),
-    (
-        "rcdiag/veto_fraction",
-        "catastrophic sequences",
-        "Sequences holding a token with π_train/π_rollout < τ.",
-    ),
-    (
-        "rcdiag/catastrophic_token_fraction",
-        "catastrophic tokens",
-        "Tokens with π_train/π_rollout < τ (τ = 1e-4 unless set).",
-    ),
-    (
-        "rollout_corr/log_ppl_abs_diff",
-        "log_ppl_abs_diff",
-        "Mean over sequences of |mean token Δ log p|: what geometric rejection filters.",
-    ),
-    (
-        "rcdiag/ratio_outside_0.5_2",
-        "tokens with ρ ∉ [0.5, 2]",
-        "Tokens whose probability differs by more than 2× between the engines.",
-    ),
-    (
-        "rcdiag/response_length_mean",
-        "response length",
-        "Valid tokens per sequence (mean; max in the note).",
-    ),
-)
-"""The key-metric cards: metric, label, what it measures (the ranges come from the registry)."""
-
-SHARES = {
-    "rcdiag/veto_fraction",
-    "rcdiag/catastrophic_token_fraction",
-    "rcdiag/ratio_outside_0.5_2",
-}
 
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kept_token_share", "kept tokens"),

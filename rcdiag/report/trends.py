@@ -26,6 +26,18 @@ import numpy as np
 from rcdiag.assess.references import Reference, references, shading
 from rcdiag.formatting import count, short
 from rcdiag.metrics.ragged import F64, I64
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CHI2_SEQ,
+    CHI2_TOKEN,
+    ESS_SEQ,
+    ESS_TOKEN,
+    K3_KL,
+    KL,
+    LOG_PPL_ABS_DIFF,
+    VETO_FRACTION,
+    MetricRecord,
+)
 from rcdiag.report.figures import (
     BAND_OK,
     BAND_WARN,
@@ -60,11 +72,18 @@ FAR = 10.0
 
 @dataclass(frozen=True)
 class Series:
-    """One metric of a trend chart: ``(metric, legend name, colour)``."""
+    """One metric of a trend chart and its colour (the legend names it by its record's label)."""
 
-    metric: str
-    name: str
+    record: MetricRecord
     color: str
+
+    @property
+    def metric(self) -> str:
+        return self.record.name
+
+    @property
+    def name(self) -> str:
+        return self.record.label
 
 
 @dataclass(frozen=True)
@@ -257,52 +276,52 @@ def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
         _trend(
             steps,
             "trend-k3",
-            "k3_kl per step",
+            f"{K3_KL.label} per step",
             "Token-level KL(π_rollout‖π_train), K3 estimator. Shaded: the healthy range (green) "
             "and the watch band (amber).",
-            [Series("rollout_corr/k3_kl", "k3_kl", BLUE)],
+            [Series(K3_KL, BLUE)],
             Axis(log=True),
         ),
         _trend(
             steps,
             "trend-abs",
-            "mean |Δ log p| per step",
+            f"{ABS_LOG_RATIO_MEAN.label} per step",
             "Mean |log π_train − log π_rollout| over tokens (healthy bf16 ≈ 0.01, fp8 rollout "
             "≈ 0.27).",
-            [Series("rcdiag/abs_log_ratio_mean", "mean |Δ log p|", BLUE)],
+            [Series(ABS_LOG_RATIO_MEAN, BLUE)],
             Axis(log=True),
         ),
         _trend(
             steps,
             "trend-kl",
-            "kl per step",
+            f"{KL.label} per step",
             "Mean of log π_rollout − log π_train (signed): > 0 when the rollout engine is "
             "over-confident.",
-            [Series("rollout_corr/kl", "kl", BLUE)],
+            [Series(KL, BLUE)],
         ),
         _trend(
             steps,
             "trend-logppl",
-            "log_ppl_abs_diff per step",
+            f"{LOG_PPL_ABS_DIFF.label} per step",
             "Mean over sequences of |mean token Δ log p| — the statistic geometric-mean rejection "
             "filters. Above the dashed line, decoupled_geo_rs rejects most sequences.",
-            [Series("rollout_corr/log_ppl_abs_diff", "log_ppl_abs_diff", BLUE)],
+            [Series(LOG_PPL_ABS_DIFF, BLUE)],
             Axis(log=True),
         ),
         _trend(
             steps,
             "trend-chi2-token",
-            "chi2_token per step",
+            f"{CHI2_TOKEN.label} per step",
             "E[ρ²] − 1 of the token weights ρ = π_train/π_rollout (≈ their variance).",
-            [Series("rollout_corr/chi2_token", "chi2_token", BLUE)],
+            [Series(CHI2_TOKEN, BLUE)],
         ),
         _trend(
             steps,
             "trend-chi2-seq",
-            "chi2_seq per step",
+            f"{CHI2_SEQ.label} per step",
             "E[(∏ρ)²] − 1 of the sequence weights: grows with response length; past its healthy "
             "range sequence-level IS is unreliable.",
-            [Series("rollout_corr/chi2_seq", "chi2_seq", PURPLE)],
+            [Series(CHI2_SEQ, PURPLE)],
         ),
         _trend(
             steps,
@@ -311,8 +330,8 @@ def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
             "Kish ESS of the raw weights, as a share of the samples: token weights and sequence "
             "weights.",
             [
-                Series("rcdiag/ess_token", "ESS token", BLUE),
-                Series("rcdiag/ess_seq", "ESS sequence", PURPLE),
+                Series(ESS_TOKEN, BLUE),
+                Series(ESS_SEQ, PURPLE),
             ],
             Axis(fixed=(0.0, 1.05)),
         ),
@@ -321,7 +340,7 @@ def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
             "trend-veto",
             "Sequences with a catastrophic token",
             "Share of sequences holding a token with π_train/π_rollout below the veto threshold.",
-            [Series("rcdiag/veto_fraction", "veto fraction", ORANGE)],
+            [Series(VETO_FRACTION, ORANGE)],
             Axis(floor=0.0),
         ),
     ]

@@ -14,23 +14,22 @@ from typing import Any
 
 from rcdiag.assess.diagnosis import CAUSE_TITLES
 from rcdiag.assess.references import references
-from rcdiag.assess.registry import REGISTRY, rank
 from rcdiag.assess.rules import rule_table
 from rcdiag.assess.verdict import CSS_STATUS
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
 from rcdiag.formatting import count, pct, short
+from rcdiag.metrics.records import KEY_METRICS, REGISTRY, RESPONSE_LENGTH_MEAN
 from rcdiag.report.buckets import where_charts
 from rcdiag.report.figures import Chart
 from rcdiag.report.histograms import distribution_charts
 from rcdiag.report.sweeps import is_sweep_chart, rejection_sweep_charts
 from rcdiag.report.texts import (
     GLOSSARY,
-    KEY_METRICS,
     SHARE_FIGURES,
-    SHARES,
     SUMMARY_COLUMNS,
 )
 from rcdiag.report.trends import steps_note, trend_charts
+from rcdiag.status import rank
 
 
 def _position(value: float, scale: Mapping[str, Any]) -> float:
@@ -80,8 +79,8 @@ def _gauge_view(gauge: Mapping[str, Any]) -> dict[str, Any]:
 
 def _ranges(metric: str) -> str:
     """A card's line of ranges: the registry's bands and reference marks, or the preset band."""
-    if metric in REGISTRY:
-        record = REGISTRY[metric]
+    record = REGISTRY.get(metric)
+    if record is not None and record.bands:
         marks = [label for _, label in record.gauge.marks] if record.gauge else []
         return " · ".join([ranges_text(metric), *marks])
     return " · ".join(r.label for r in references(metric))
@@ -91,13 +90,14 @@ def _key_metrics(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     overall = document.get("overall") or {}
     checks = {c["metric"]: c for c in document.get("checks") or []}
     cards = []
-    for metric, label, what in KEY_METRICS:
+    for record in KEY_METRICS:
+        metric, label, what = record.name, record.label, record.what
         if metric not in overall:
             continue
         value = overall.get(metric)
-        shown = pct(value) if metric in SHARES else short(value, 3)
+        shown = pct(value) if record.share else short(value, 3)
         note = _ranges(metric)
-        if metric == "rcdiag/response_length_mean":
+        if record is RESPONSE_LENGTH_MEAN:
             shown = count(value)
             note = f"max {count(overall.get('rcdiag/response_length_max'))}"
         status = checks[metric]["status"] if metric in checks else None

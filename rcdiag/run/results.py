@@ -13,7 +13,7 @@ import numpy as np
 
 from rcdiag.assess.diagnosis import Diagnosis, diagnose
 from rcdiag.assess.observations import Observations
-from rcdiag.assess.registry import MetricStatus, judge
+from rcdiag.assess.registry import judge
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
@@ -22,6 +22,7 @@ from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.grouped import GroupedStats
+from rcdiag.metrics.records import K3_KL, VERL_VETO_FRACTION
 from rcdiag.metrics.trend import detect_trend
 from rcdiag.model import (
     AnalysisResult,
@@ -36,6 +37,7 @@ from rcdiag.model import (
     WorstStep,
     json_safe,
 )
+from rcdiag.model.diagnosis import MetricStatus
 from rcdiag.run.consumers import Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 from rcdiag.run.engine import run
@@ -132,10 +134,10 @@ def assess(
     """The registry status of every overall metric and the diagnosis of the dump."""
     overall = analysis.overall()
     # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
-    skip = () if analysis.options.legacy_veto else ("rollout_corr/rollout_is_veto_fraction",)
+    skip = () if analysis.options.legacy_veto else (VERL_VETO_FRACTION.name,)
     statuses = judge(overall, skip=skip)
     k3 = np.array(
-        [np.nan if (v := s.metrics["rollout_corr/k3_kl"]) is None else v for s in steps],
+        [np.nan if (v := s.metrics[K3_KL.name]) is None else v for s in steps],
         dtype=np.float64,
     )
     finite = k3[np.isfinite(k3)]
