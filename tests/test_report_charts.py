@@ -106,7 +106,7 @@ def test_a_spike_that_would_flatten_the_chart_is_cut_with_a_note() -> None:
     assert len(markers) == 1 and markers[0]["x"] == [123]
     assert markers[0]["y"][0] < top
     assert chart.notes == (
-        "1 step of chi2_seq above the axis (▲), up to 6000 at step 123: the axis is cut so the "
+        "1 step of χ²_seq above the axis (▲), up to 6000 at step 123: the axis is cut so the "
         "other steps stay readable.",
     )
     calm = _by_id(trend_charts({"steps": _steps({"rollout_corr/chi2_seq": chi2[:100]})}))

@@ -60,9 +60,8 @@ def from_band(record: MetricRecord, band: Band) -> Rule:
     """The CI rule that passes exactly when ``record``'s value does not breach ``band``.
 
     Example:
-        >>> from rcdiag.assess.registry import REGISTRY
-        >>> k3 = REGISTRY["rollout_corr/k3_kl"]
-        >>> [from_band(k3, b).expression for b in k3.bands]
+        >>> from rcdiag.metrics.records import K3_KL
+        >>> [from_band(K3_KL, b).expression for b in K3_KL.bands]
         ['warn: rollout_corr/k3_kl.overall <= 0.001', 'rollout_corr/k3_kl.overall <= 0.1']
     """
     lower = upper = None
