@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench_steps import generate as steps_generate
 
-from rcdiag.assess.candidates import candidate_sweeps, preset_configs
+from rcdiag.assess.recommendation.candidates import candidate_sweeps, preset_configs
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.run.consumers import Consumers, Request
 from rcdiag.run.dump import DumpSpec

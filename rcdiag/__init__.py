@@ -7,7 +7,7 @@ From Python (docs/python-api.md), each command is a function returning its typed
 
     result = rcdiag.analyze("dumps/")            # or "s3://bucket/run/"
     result.steps                                  # polars DataFrame, one row per step ([polars] extra)
-    result.overall["rollout_corr/k3_kl"], result.diagnosis.verdict
+    result.overall["rollout_corr/ppl_ratio"], result.diagnosis.verdict
 
 :func:`analyze`, :func:`compare_presets`, :func:`report` (and :func:`write_report`), :func:`check`,
 :func:`baseline` live in :mod:`rcdiag.api`; :func:`write_dump` writes a dump from a trainer. They are

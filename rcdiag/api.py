@@ -19,7 +19,7 @@ Example:
     >>> result = rcdiag.analyze(f"{tmp.name}/run")
     >>> result.steps.select("step", "rows").rows()
     [(0, 16), (1, 16), (2, 16)]
-    >>> result.overall["rollout_corr/k3_kl"] > 0, result.diagnosis.verdict in ("watch", "act")
+    >>> result.overall["rollout_corr/ppl_ratio"] > 0, result.diagnosis.verdict in ("watch", "act")
     (True, True)
     >>> compared = rcdiag.compare_presets(
     ...     f"{tmp.name}/run", presets=["decoupled_seq_is", "decoupled_token_is"]

@@ -13,8 +13,9 @@ import pytest
 from planted import CAUSES, write_planted
 from typer.testing import CliRunner
 
-from rcdiag.assess.diagnosis import DETECTORS
-from rcdiag.assess.observations import LIMITS, ratio_z
+import rcdiag
+from rcdiag.assess.diagnosis import causes as cause_records
+from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, ratio_z
 from rcdiag.cli import app
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.records import JUDGED, RECORDS, REGISTRY
@@ -133,7 +134,7 @@ def test_registry_bands_are_ordered_and_sourced() -> None:
         else:
             assert limits == sorted(limits)
     assert worst(["watch", "act", "healthy"]) == "act"
-    assert LIMITS["z"] > 3
+    assert DETECTOR_LIMITS["z"] > 3
 
 
 def test_docs_list_every_band_and_every_cause() -> None:
@@ -143,7 +144,7 @@ def test_docs_list_every_band_and_every_cause() -> None:
         row = next(line for line in metrics.splitlines() if line.startswith(f"| `{record.name}` |"))
         for band in record.bands:
             assert record.limit_text(band).replace("|", "\\|") in row, record.name
-    for detector in DETECTORS:
+    for detector in cause_records.CAUSES:
         assert f"| `{detector.id}` |" in diagnosis, detector.id
 
 
@@ -162,3 +163,20 @@ def test_code_and_docs_point_only_inside_the_repository() -> None:
     for path in root.joinpath("rcdiag").rglob("*.py"):
         for cited in set(re.findall(r"docs/[a-z_]+\.md", path.read_text())):
             assert (root / cited).exists(), (path, cited)
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [
+        ("bf16.parquet", set()),
+        ("heavy_tails.parquet", {"catastrophic_tokens", "heavy_tail"}),
+        ("long_responses.parquet", {"long_sequence_compounding"}),
+        ("drift", {"growing_drift"}),
+    ],
+)
+def test_the_synthetic_samples_show_their_planted_causes(sample: str, expected: set[str]) -> None:
+    root = Path(__file__).resolve().parent.parent
+    result = rcdiag.analyze(root / "sample_data" / sample)
+    found = {c.id for c in result.diagnosis.causes}
+    assert expected <= found if expected else not found, found
+    assert not any(c.kind == "dump_bug" for c in result.diagnosis.causes)

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from rcdiag import write_dump
-from rcdiag.assess.candidates import preset_configs
-from rcdiag.assess.recommend import recommend
-from rcdiag.assess.verdict import verdict
+from rcdiag.assess.recommendation.candidates import preset_configs
+from rcdiag.assess.recommendation.ranking import recommend
+from rcdiag.assess.verdict.signals import verdict
 from rcdiag.checks.defaults import default_rules
 from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
 from rcdiag.checks.rules import CheckSettings, parse_rule

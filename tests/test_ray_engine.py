@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rcdiag.assess.candidates import candidate_sweeps, preset_configs
+from rcdiag.assess.recommendation.candidates import candidate_sweeps, preset_configs
 from rcdiag.errors import InputError, UsageError
 from rcdiag.frameworks import FRAMEWORKS
 from rcdiag.io.files import StepSelection

@@ -13,11 +13,23 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rcdiag.assess.candidates import MAX_K2_THRESHOLD, VETO_TAU
-from rcdiag.assess.findings import LIMITS, findings, trend
-from rcdiag.assess.recommend import RULES, Entries, Entry, choose_is_threshold, knee, recommend
-from rcdiag.assess.snippets import cli_overrides, matching_preset, python_call, verl_yaml
-from rcdiag.assess.verdict import verdict
+from rcdiag.assess.findings import ADVICE_LIMITS, findings, trend
+from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD, VETO_TAU
+from rcdiag.assess.recommendation.ranking import (
+    RULES,
+    Entries,
+    Entry,
+    choose_is_threshold,
+    knee,
+    recommend,
+)
+from rcdiag.assess.recommendation.snippets import (
+    cli_overrides,
+    matching_preset,
+    python_call,
+    verl_yaml,
+)
+from rcdiag.assess.verdict.signals import verdict
 from rcdiag.cli import app
 from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
@@ -127,7 +139,7 @@ def test_drift_means_act_with_rejection_and_a_flag_on_the_trend() -> None:
     config = primary(doc)["config"]
     assert config["rollout_is"] == "token"
     assert config["rollout_rs"].split(",")[0] == "seq_mean_k1"
-    assert primary(doc)["expected"]["kept_token_share"] >= LIMITS["keep_target"]
+    assert primary(doc)["expected"]["kept_token_share"] >= ADVICE_LIMITS["keep_target"]
     assert any("treats the symptom" in note for note in doc["recommendation"]["notes"])
 
 
@@ -350,8 +362,10 @@ def test_docs_describe_every_rule_and_limit() -> None:
     rules = re.findall(r"^\| `(\w+)` \|", rule_section, flags=re.MULTILINE)
     assert rules == [r.id for r in RULES], "the rule table of the docs differs from RULES"
     limits = dict(re.findall(r"^\| `(\w+)` \| ([0-9.e-]+) \|", limit_section, flags=re.MULTILINE))
-    assert set(limits) == set(LIMITS), "the limits table of the docs differs from LIMITS"
-    for name, value in LIMITS.items():
+    assert set(limits) == set(ADVICE_LIMITS), (
+        "the limits table of the docs differs from ADVICE_LIMITS"
+    )
+    for name, value in ADVICE_LIMITS.items():
         assert float(limits[name]) == value, f"{name}: docs say {limits[name]}, code {value}"
 
 

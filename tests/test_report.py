@@ -383,7 +383,7 @@ def test_glossary_and_chart_axes() -> None:
         "rcdiag.report.render",
         "rcdiag.report.plotlyjs",
         "rcdiag.assess.wording",
-        "rcdiag.assess.snippets",
+        "rcdiag.assess.recommendation.snippets",
         "rcdiag.formatting",
     ],
 )

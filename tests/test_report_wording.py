@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from rcdiag.assess.diagnosis import DETECTORS
-from rcdiag.assess.rules import RULES
-from rcdiag.assess.verdict import SIGNALS
+from rcdiag.assess.diagnosis.causes import CAUSES
+from rcdiag.assess.recommendation.rules import RULES
+from rcdiag.assess.verdict.signals import SIGNALS
 from rcdiag.metrics.records import RECORDS, REGISTRY
 from rcdiag.report.render import render_html
 from rcdiag.run.documents import ReportOptions, build_report_document
@@ -201,7 +201,7 @@ def test_no_internal_rule_or_cause_id_in_the_prose(
     prose = visible_text(page) + " " + " ".join(json_texts(document))
     rule_ids = {r.id for r in RULES}
     assert not re.search(r"\brules? (" + "|".join(rule_ids) + r")\b", prose)
-    ids = {s.id for s in SIGNALS} | {d.id for d in DETECTORS} | rule_ids
+    ids = {s.id for s in SIGNALS} | {d.id for d in CAUSES} | rule_ids
     for name in sorted(i for i in ids if "_" in i):
         # a quoted option value (vLLM's logprobs_mode='processed_logprobs') is not our id
         assert not re.search(rf"(?<!')\b{name}\b(?!')", prose), f"{name!r} in the prose"

@@ -1,9 +1,11 @@
-"""Decisions from measured figures, apart from any rendering.
+"""Decisions from measured figures, apart from any rendering: three subsystems, each a package.
 
-* :mod:`~rcdiag.assess.registry` — one record per judged metric: healthy / watch / act bands.
-* :mod:`~rcdiag.assess.diagnosis` — the causes (dump bugs, real mismatch) and the verdict;
-  detectors in :mod:`~rcdiag.assess.dump_bugs` and :mod:`~rcdiag.assess.mismatch`.
-* :mod:`~rcdiag.assess.findings`, :mod:`~rcdiag.assess.verdict`, :mod:`~rcdiag.assess.recommend`,
-  :mod:`~rcdiag.assess.candidates`, :mod:`~rcdiag.assess.snippets` — the figures the
-  recommendation reads, the headline and gauges, the ranked configurations and their snippets.
+* :mod:`~rcdiag.assess.diagnosis` — the causes (dump bugs, real mismatch);
+* :mod:`~rcdiag.assess.verdict` — healthy / watch / act, its headline and gauges;
+* :mod:`~rcdiag.assess.recommendation` — the ranked configurations and their snippets.
+
+Shared by them: :mod:`~rcdiag.assess.judge` (metric statuses against the records' bands),
+:mod:`~rcdiag.assess.findings` (the figures a document holds), :mod:`~rcdiag.assess.wording` and
+:mod:`~rcdiag.assess.statements` (the words), :mod:`~rcdiag.assess.references` (the reference
+values the report's charts draw).
 """

@@ -1,7 +1,7 @@
 """The measured figures the verdict and the recommendation rules read, from a result document.
 
 Pure: a function of the JSON document of ``rcdiag analyze`` (or of the report), nothing else. Every
-limit the rules compare against is in :data:`LIMITS`, named, so the documentation
+limit the rules compare against is in :data:`ADVICE_LIMITS`, named, so the documentation
 (``docs/recommendation.md``) and the tests can quote it.
 
 The **trend** over steps is a least-squares line through (x_s, log₁₀ k3_kl(s)) with
@@ -13,7 +13,7 @@ x_s = (step − first step) / (last step − first step) ∈ [0, 1]:
 so ``growth`` is the fitted factor between the first and the last step, and r the Pearson correlation
 of the fit: the rules decide on them (robust to one noisy step). "first" and "recent" are medians over
 the first and the last quarter of the steps; the text shows those two numbers and their ratio
-(:attr:`Trend.ratio`, computed from the numbers as printed, so a reader who divides them gets it).
+(:attr:`Growth.ratio`, computed from the numbers as printed, so a reader who divides them gets it).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def band_limit(metric: str, status: Status) -> float:
     return band.limit
 
 
-LIMITS: dict[str, float] = {
+ADVICE_LIMITS: dict[str, float] = {
     "tiny_k3_kl": band_limit(K3_KL.name, "watch"),
     "tiny_abs_log_ratio": band_limit(ABS_LOG_RATIO_MEAN.name, "watch"),
     "large_abs_log_ratio": band_limit(ABS_LOG_RATIO_MEAN.name, "act"),
@@ -69,7 +69,7 @@ LIMITS: dict[str, float] = {
     "is_mass_removed": 0.05,
 }
 """The limits the recommendation rules read (docs/recommendation.md explains each). Health limits
-are the registry's bands (:mod:`rcdiag.assess.registry`), read here, never restated:
+are the registry's bands (:mod:`rcdiag.assess.judge`), read here, never restated:
 
 * ``tiny_*``: the registry's ``watch`` limits of k3_kl and mean |Δ log p|: below both, the
   mismatch is within the healthy dense-bf16 ranges.
@@ -85,7 +85,7 @@ Whether the mismatch grows is the diagnosis's ``growing_drift`` cause (one chang
 
 
 @dataclass(frozen=True)
-class Trend:
+class Growth:
     """How k3_kl moves over the steps (module docstring)."""
 
     steps: int
@@ -134,7 +134,7 @@ class Findings:
     length_max: float | None
     log_ppl_abs_diff: float | None
     steps: int
-    trend: Trend | None
+    trend: Growth | None
     causes: Mapping[str, Status]
     """Diagnosed cause id → severity (the diagnosis of the document)."""
     verdict: Status | None = None
@@ -190,8 +190,8 @@ class Findings:
 
     @property
     def sequence_ratios_explode(self) -> bool:
-        return (self.chi2_seq is not None and self.chi2_seq > LIMITS["seq_chi2"]) or (
-            self.ess_seq is not None and self.ess_seq < LIMITS["seq_ess"]
+        return (self.chi2_seq is not None and self.chi2_seq > ADVICE_LIMITS["seq_chi2"]) or (
+            self.ess_seq is not None and self.ess_seq < ADVICE_LIMITS["seq_ess"]
         )
 
     @property
@@ -199,17 +199,17 @@ class Findings:
         share = self.bias_share
         return (
             share is not None
-            and share >= LIMITS["bias_share"]
-            and (self.abs_log_ratio or 0.0) > LIMITS["tiny_abs_log_ratio"]
+            and share >= ADVICE_LIMITS["bias_share"]
+            and (self.abs_log_ratio or 0.0) > ADVICE_LIMITS["tiny_abs_log_ratio"]
         )
 
     @property
     def catastrophic(self) -> bool:
-        return (self.catastrophic_fraction or 0.0) >= LIMITS["catastrophic_fraction"]
+        return (self.catastrophic_fraction or 0.0) >= ADVICE_LIMITS["catastrophic_fraction"]
 
     @property
     def catastrophic_severe(self) -> bool:
-        return self.catastrophic and (self.veto_fraction or 0.0) > LIMITS["veto_fraction"]
+        return self.catastrophic and (self.veto_fraction or 0.0) > ADVICE_LIMITS["veto_fraction"]
 
     @property
     def growing(self) -> bool:
@@ -243,12 +243,15 @@ _SIZE_OF_VERDICT: dict[str, Size] = {"healthy": "tiny", "watch": "moderate", "ac
 
 def _size(abs_log_ratio: float, k3_kl: float, kl: float | None, chi2: float | None) -> Size:
     if (
-        abs_log_ratio > LIMITS["large_abs_log_ratio"]
-        or (chi2 or 0.0) > LIMITS["large_chi2_token"]
-        or k3_kl > LIMITS["large_k3_kl"]
+        abs_log_ratio > ADVICE_LIMITS["large_abs_log_ratio"]
+        or (chi2 or 0.0) > ADVICE_LIMITS["large_chi2_token"]
+        or k3_kl > ADVICE_LIMITS["large_k3_kl"]
     ):
         return "large"
-    if k3_kl <= LIMITS["tiny_k3_kl"] and abs_log_ratio <= LIMITS["tiny_abs_log_ratio"]:
+    if (
+        k3_kl <= ADVICE_LIMITS["tiny_k3_kl"]
+        and abs_log_ratio <= ADVICE_LIMITS["tiny_abs_log_ratio"]
+    ):
         return "tiny"
     return "moderate"
 
@@ -265,7 +268,7 @@ def _number(metrics: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
+def trend(steps: list[Mapping[str, Any]]) -> Growth | None:
     """The k3_kl trend over the steps that have a value (module docstring); None with < 2."""
     points = [(int(s["step"]), _number(s["metrics"], K3_KL.name), s["metrics"]) for s in steps]
     usable = [(step, k3, m) for step, k3, m in points if k3 is not None]
@@ -284,7 +287,7 @@ def trend(steps: list[Mapping[str, Any]]) -> Trend | None:
     k3 = [float(p[1] or 0.0) for p in usable]
     recent_abs = [_number(p[2], ABS_LOG_RATIO_MEAN.name) for p in usable[-quarter:]]
     present = [v for v in recent_abs if v is not None]
-    return Trend(
+    return Growth(
         steps=len(usable),
         growth=10.0**slope if slope < math.log10(sys.float_info.max) else math.inf,
         correlation=correlation,

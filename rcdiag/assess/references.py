@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rcdiag.assess.candidates import VETO_TAU
-from rcdiag.assess.findings import LIMITS
+from rcdiag.assess.findings import ADVICE_LIMITS
+from rcdiag.assess.recommendation.candidates import VETO_TAU
 from rcdiag.assess.wording import band_label, first_band
 from rcdiag.correction.presets import PRESETS
 from rcdiag.metrics.records import LOG_PPL_ABS_DIFF, REGISTRY
 
-KEEP_TARGET = LIMITS["keep_target"]
+KEEP_TARGET = ADVICE_LIMITS["keep_target"]
 """The share of tokens a rejection threshold must keep (the sweep charts' reference line)."""
 CATASTROPHIC_RATIO = VETO_TAU
 """ρ below which a token is catastrophic, unless the document says otherwise."""

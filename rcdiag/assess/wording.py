@@ -1,6 +1,6 @@
 """The words of every judgement rcdiag prints: one source, read from the registry's statuses.
 
-A metric is *healthy*, *watch* or *act* (:mod:`rcdiag.assess.registry`) and is said so in one way
+A metric is *healthy*, *watch* or *act* (:mod:`rcdiag.assess.judge`) and is said so in one way
 everywhere — the verdict, the reasons of the recommendation, the report's cards, gauges and chart
 legends:
 

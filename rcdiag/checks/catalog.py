@@ -32,7 +32,7 @@ def analysis_metric_names(options: AnalyzeOptions) -> tuple[str, ...]:
 
     Example:
         >>> names = analysis_metric_names(AnalyzeOptions())
-        >>> "rollout_corr/k3_kl" in names, "rollout_corr/rollout_is_veto_fraction" in names
+        >>> "rollout_corr/ppl_ratio" in names, "rollout_corr/rollout_is_veto_fraction" in names
         (True, False)
     """
     analysis = OffPolicyAnalysis(options)

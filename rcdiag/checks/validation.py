@@ -32,9 +32,9 @@ def closest(name: str, candidates: Collection[str], n: int = 3) -> list[str]:
     """Up to ``n`` candidates that look like ``name``: same last path part first, then difflib.
 
     Example:
-        >>> names = ["rollout_corr/kl", "rollout_corr/k3_kl", "rcdiag/ess_token"]
-        >>> closest("k3_kl", names), closest("rollout_corr/k3kl", names)
-        (['rollout_corr/k3_kl'], ['rollout_corr/k3_kl', 'rollout_corr/kl'])
+        >>> names = ["rollout_corr/ppl_ratio", "rollout_corr/log_ppl_diff", "rcdiag/ess_seq"]
+        >>> closest("ppl_ratio", names), closest("rollout_corr/pplratio", names)
+        (['rollout_corr/ppl_ratio'], ['rollout_corr/ppl_ratio', 'rollout_corr/log_ppl_diff'])
     """
     tail = name.rsplit("/", 1)[-1]
     same_tail = [c for c in candidates if c.rsplit("/", 1)[-1] == tail and c != name]

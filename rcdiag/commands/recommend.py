@@ -78,14 +78,14 @@ def _code(text: str) -> None:
 
 def summary_line(choice: Choice, dialect: str) -> str:
     """The recommended configuration in words a user can paste: its verl keys."""
-    from rcdiag.assess.snippets import key_line
+    from rcdiag.assess.recommendation.snippets import key_line
 
     return key_line(choice.config, "legacy" if dialect == "legacy" else "latest")
 
 
 def show(document: ReportDocument) -> None:
     """The recommendation on the terminal: verdict, findings, choices with reasons, config."""
-    from rcdiag.assess.recommend import expected_text
+    from rcdiag.assess.recommendation.ranking import expected_text
 
     source = document.source
     verdict = document.verdict

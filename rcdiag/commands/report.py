@@ -49,7 +49,7 @@ def headline(document: ReportDocument) -> str:
 
 def advice(document: ReportDocument) -> tuple[str, str] | None:
     """The recommended configuration: its name, and its verl keys (None when none is)."""
-    from rcdiag.assess.snippets import key_line
+    from rcdiag.assess.recommendation.snippets import key_line
 
     best = None if document.recommendation is None else document.recommendation.recommended
     if best is None:
@@ -80,7 +80,7 @@ def report(
     configuration, in one page that opens offline in any browser.
     """
     with cli_errors(debug):
-        from rcdiag.assess.recommend import UNMEASURED_LINE
+        from rcdiag.assess.recommendation.ranking import UNMEASURED_LINE
         from rcdiag.run.documents import malformed_results
 
         written = outputs(

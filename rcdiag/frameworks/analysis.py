@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rcdiag.assess.registry import judge_frameworks
+from rcdiag.assess.judge import judge_frameworks
 from rcdiag.correction.engine import Component, Metrics
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework

@@ -21,7 +21,7 @@ from rcdiag.frameworks.base import Framework, Source, abs_log_ratio, prefixed
 from rcdiag.metrics.grouped import Kind
 
 ID = "nemo_rl"
-# Its CI gates are bands of the metric registry (rcdiag/assess/registry.py, FRAMEWORK_RECORDS).
+# Its CI gates are bands of the metric registry (rcdiag/assess/judge.py, FRAMEWORK_RECORDS).
 
 SOURCES = (
     Source(

@@ -1,8 +1,8 @@
 """A verl rollout-correction configuration in another framework's own keys (``recommend --framework``).
 
 No decision is made here: the recommendation picks a verl configuration
-(:mod:`rcdiag.assess.recommend`); this module only rewrites it. The configuration is split into its
-mechanisms (IS at a level, each rejection criterion, the veto, batch normalisation) and each
+(:mod:`rcdiag.assess.recommendation.ranking`); this module only rewrites it. The configuration
+is split into its mechanisms (IS at a level, each rejection criterion, the veto, batch normalisation) and each
 framework's table maps a mechanism onto its keys — exactly, or to the closest thing it has, saying
 so — or says the framework lacks it (docs/frameworks.md, "Recommendations").
 """

@@ -113,7 +113,7 @@ class PoissonBootstrap:
         >>> boot = PoissonBootstrap(replicates=100)
         >>> boot.update(batch)
         >>> reps = boot.replicate_metrics()
-        >>> reps["rollout_corr/k3_kl"].shape, bool(np.isnan(reps["rcdiag/abs_log_ratio_max"]).all())
+        >>> reps["rollout_corr/ppl_ratio"].shape, bool(np.isnan(reps["rcdiag/abs_log_ratio_max"]).all())
         ((100,), True)
     """
 

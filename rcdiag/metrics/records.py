@@ -46,6 +46,7 @@ class GaugeRange:
 
 VERL_DOCS = "docs/metrics.md#verls-off-policy-metrics-rollout_corr-every-dialect"
 RCDIAG_DOCS = "docs/metrics.md#rcdiags-diagnostics-rcdiag"
+BANDS_DOCS = "docs/metrics.md#health-bands"
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ IS_MEAN = MetricRecord(
     "rollout_corr/rollout_is_mean",
     "mean IS weight",
     "The mean of the importance weights a configuration applies.",
-    docs="docs/presets.md",
+    docs=BANDS_DOCS,
     worse="outside",
     bands=(
         Band("watch", (0.5, 2.0), "verl's documentation: the IS weight mean stays in [0.5, 2]"),
@@ -251,7 +252,7 @@ IS_ESS = MetricRecord(
     "rollout_corr/rollout_is_eff_sample_size",
     "ESS of the IS weights",
     "The effective share of samples under a configuration's importance weights.",
-    docs="docs/presets.md",
+    docs=BANDS_DOCS,
     worse="lower",
     bands=(Band("watch", 0.3, "verl's documentation: IS effective sample size < 0.3"),),
 )
@@ -259,7 +260,7 @@ IS_STD = MetricRecord(
     "rollout_corr/rollout_is_std",
     "std of the IS weights",
     "The spread of a configuration's importance weights.",
-    docs="docs/presets.md",
+    docs=BANDS_DOCS,
     bands=(Band("watch", 1.0, "verl's documentation: IS weight std > 1.0"),),
 )
 LOG_PPL_ABS_DIFF = MetricRecord(

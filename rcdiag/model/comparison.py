@@ -42,7 +42,7 @@ class ComparisonResult(JsonRecord):
         diagnosis: the diagnosis of the dump (as ``rcdiag analyze`` gives it), computed in the
             same pass; not part of the JSON document (None for a document read back).
         recommendation: what ``rcdiag recommend`` advises for the dump
-            (:func:`rcdiag.assess.recommend.recommend`; its ``choices[0]`` is the recommended
+            (:func:`rcdiag.assess.recommendation.ranking.recommend`; its ``choices[0]`` is the recommended
             configuration), computed in the same pass; not part of the JSON document either.
     """
 

@@ -1,7 +1,7 @@
 """The judgement part of every result document: metric statuses (``checks``) and the diagnosis.
 
 The vocabulary (``healthy`` / ``watch`` / ``act``) is the metric registry's
-(:mod:`rcdiag.assess.registry`); the causes are those of :mod:`rcdiag.assess.diagnosis`
+(:mod:`rcdiag.assess.judge`); the causes are those of :mod:`rcdiag.assess.diagnosis`
 (docs/diagnosis.md). Both modules make these records; this one only holds and (de)serializes them.
 """
 

@@ -63,9 +63,9 @@ class ReportDocument(JsonRecord):
         sweeps: the candidate sweeps of docs/recommendation.md, overall figures per point.
         sweep: the ``--sweep`` of a compare-presets document read with ``--from``.
         profile: where the mismatch lives.
-        verdict: the verdict object of :func:`rcdiag.assess.verdict.verdict` (a pure function of
+        verdict: the verdict object of :func:`rcdiag.assess.verdict.signals.verdict` (a pure function of
             the rest; the report recomputes it for a document read back).
-        recommendation: the object of :func:`rcdiag.assess.recommend.recommend` (likewise).
+        recommendation: the object of :func:`rcdiag.assess.recommendation.ranking.recommend` (likewise).
         frameworks: other frameworks' metrics under their own names (``--frameworks``).
         rcdiag_version: the version of rcdiag that computed the numbers.
     """

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rcdiag.assess.diagnosis import CAUSE_TITLES
+from rcdiag.assess.diagnosis.causes import CAUSE_TITLES
+from rcdiag.assess.recommendation.rules import rule_table
 from rcdiag.assess.references import references
-from rcdiag.assess.rules import rule_table
-from rcdiag.assess.verdict import CSS_STATUS
+from rcdiag.assess.verdict.gauges import CSS_STATUS
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
 from rcdiag.formatting import count, pct, short
 from rcdiag.metrics.records import KEY_METRICS, REGISTRY, RESPONSE_LENGTH_MEAN

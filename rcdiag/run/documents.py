@@ -6,10 +6,11 @@ The document (:class:`~rcdiag.model.ReportDocument`) is a superset of the ``rcdi
 * ``presets`` — the compare-presets entries of every preset of the dialect (aliases with an identical
   configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
   kept (``rcdiag compare-presets --json`` has every per-step verl metric);
-* ``sweeps`` — the candidate sweeps of :mod:`rcdiag.assess.candidates`, overall summaries per point;
+* ``sweeps`` — the candidate sweeps of :mod:`rcdiag.assess.recommendation.candidates`, overall
+  summaries per point;
 * ``profile`` — :class:`~rcdiag.metrics.profile.MismatchProfile` (where the mismatch lives);
 * ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.assess.verdict`,
-  :mod:`rcdiag.assess.recommend`), so ``rcdiag report --from`` re-renders without the dump.
+  :mod:`rcdiag.assess.recommendation.ranking`), so ``rcdiag report --from`` re-renders without the dump.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rcdiag.assess.candidates import candidate_sweeps, preset_configs
-from rcdiag.assess.recommend import recommend
-from rcdiag.assess.verdict import verdict
+from rcdiag.assess.recommendation.candidates import candidate_sweeps, preset_configs
+from rcdiag.assess.recommendation.ranking import recommend
+from rcdiag.assess.verdict.signals import verdict
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
@@ -111,7 +112,7 @@ def overview(document: ReportDocument) -> ReportDocument:
 
 def complete(document: ReportDocument) -> ReportDocument:
     """Add the verdict and the recommendation when the document lacks them (pure functions of
-    the rest, :mod:`rcdiag.assess.verdict` and :mod:`rcdiag.assess.recommend`)."""
+    the rest, :mod:`rcdiag.assess.verdict` and :mod:`rcdiag.assess.recommendation.ranking`)."""
     if document.verdict is not None and document.recommendation is not None:
         return document
     data = overview(document).to_json()

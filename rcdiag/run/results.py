@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rcdiag.assess.diagnosis import Diagnosis, diagnose
-from rcdiag.assess.observations import Observations
-from rcdiag.assess.registry import judge
+from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
+from rcdiag.assess.diagnosis.observations import Observations
+from rcdiag.assess.judge import judge
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
@@ -236,15 +236,15 @@ def compare_and_recommend(
     progress: Progress | None = None,
 ) -> ComparisonResult:
     """:func:`compare_dump`, with the diagnosis of the dump and the recommendation ``rcdiag
-    recommend`` gives for it (:func:`rcdiag.assess.recommend.recommend`, docs/recommendation.md),
+    recommend`` gives for it (:func:`rcdiag.assess.recommendation.ranking.recommend`, docs/recommendation.md),
     from the same pass (``diagnosis`` and ``recommendation`` of the result).
 
     The recommendation's candidate sweeps are evaluated beside the configurations (summary figures
     only) and are not part of the document. Its ``choices[0]`` is the recommended configuration;
     there is none when the dump shows a bug in how it was made.
     """
-    from rcdiag.assess.candidates import candidate_sweeps
-    from rcdiag.assess.recommend import recommend
+    from rcdiag.assess.recommendation.candidates import candidate_sweeps
+    from rcdiag.assess.recommendation.ranking import recommend
     from rcdiag.correction.presets import PRESETS
 
     # "/" cannot be in a preset name nor a file stem: no clash with the compared names

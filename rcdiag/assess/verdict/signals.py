@@ -8,19 +8,19 @@ signal of its own status in :data:`SIGNALS` order (a dump bug, a cause or a metr
 and lists the others, none more severe than the verdict. Every sentence is written with
 :mod:`rcdiag.assess.statements`, so a figure reads the same in the headline and in the reasons.
 Each signal names the one or two metrics that decide it, shown on a gauge of the published ranges
-of the metric registry (:mod:`rcdiag.assess.registry`).
+of the metric registry (:mod:`rcdiag.assess.judge`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rcdiag.assess import statements
-from rcdiag.assess.diagnosis import CAUSE_TITLES
+from rcdiag.assess.diagnosis.causes import CAUSE_TITLES
 from rcdiag.assess.findings import Findings, findings
+from rcdiag.assess.verdict.gauges import gauge
 from rcdiag.assess.wording import RECENT, judged, status_of, status_phrase
 from rcdiag.formatting import pct, short
 from rcdiag.metrics.records import (
@@ -28,70 +28,10 @@ from rcdiag.metrics.records import (
     CATASTROPHIC_TOKENS,
     CHI2_SEQ,
     K3_KL,
-    REGISTRY,
     VETO_FRACTION,
 )
-from rcdiag.model.advice import FiredSignal, Gauge, Verdict
+from rcdiag.model.advice import FiredSignal, Verdict
 from rcdiag.status import Status, rank
-
-
-@dataclass(frozen=True)
-class Band:
-    """Values below ``upto`` (and above the previous band) have this status and meaning."""
-
-    upto: float
-    status: Literal["ok", "warn", "fail"]
-    label: str
-
-
-@dataclass(frozen=True)
-class Scale:
-    """A gauge: where a value sits among published ranges."""
-
-    label: str
-    log: bool
-    lo: float
-    hi: float
-    bands: tuple[Band, ...]
-    markers: tuple[tuple[float, str], ...] = ()
-    source: str = ""
-
-
-INF = math.inf
-CSS_STATUS: dict[str, Literal["ok", "warn", "fail"]] = {
-    "healthy": "ok",
-    "watch": "warn",
-    "act": "fail",
-}
-"""The page's colour classes of the registry's statuses."""
-
-
-def scale(metric: str) -> Scale:
-    """The gauge of ``metric``: its registry record's bands as contiguous ranges.
-
-    Example:
-        >>> [(b.upto, b.status) for b in scale("rollout_corr/k3_kl").bands]
-        [(0.001, 'ok'), (0.1, 'warn'), (inf, 'fail')]
-    """
-    record = REGISTRY[metric]
-    assert record.gauge is not None, metric
-    bands: list[Band] = []
-    below = "healthy"
-    for band in sorted(record.bands, key=lambda b: b.limit):
-        assert isinstance(band.limit, float)
-        bands.append(Band(band.limit, CSS_STATUS[below], f"{below}: ≤ {short(band.limit)}"))
-        below = band.status
-    last = record.bands[-1]
-    bands.append(Band(INF, CSS_STATUS[below], f"{below} — {last.source}"))
-    return Scale(
-        record.label,
-        record.gauge.log,
-        record.gauge.lo,
-        record.gauge.hi,
-        tuple(bands),
-        record.gauge.marks,
-        "; ".join(b.source for b in record.bands),
-    )
 
 
 @dataclass(frozen=True)
@@ -235,36 +175,6 @@ OTHER_BLURBS: dict[str, str] = {
     "watch": "Worth knowing about: keep an eye on it.",
 }
 """What a verdict means when no signal explains it (a cause or a metric status decides)."""
-
-
-def gauge(metric: str, value: float | None, caption: str) -> Gauge:
-    """Where ``value`` sits on the published ranges of ``metric`` (its registry record)."""
-    gauge_scale = scale(metric)
-    shown = abs(value) if value is not None and REGISTRY[metric].worse == "abs" else value
-    status = status_of(metric, value)
-    band = None
-    if shown is not None:
-        band = next(b for b in gauge_scale.bands if shown <= b.upto or b.upto == INF)
-    return Gauge(
-        metric=metric,
-        label=gauge_scale.label,
-        caption=caption,
-        value=shown,
-        display=pct(shown) if REGISTRY[metric].share else short(shown),
-        status=CSS_STATUS[status] if status else (band.status if band else None),
-        band=f"{status}: {status_phrase(metric, status)}" if status else None,
-        source=gauge_scale.source,
-        scale={
-            "log": gauge_scale.log,
-            "lo": gauge_scale.lo,
-            "hi": gauge_scale.hi,
-            "bands": [
-                {"upto": None if b.upto == INF else b.upto, "status": b.status, "label": b.label}
-                for b in gauge_scale.bands
-            ],
-            "markers": [{"at": at, "label": label} for at, label in gauge_scale.markers],
-        },
-    )
 
 
 def _unexplained(document: Mapping[str, Any], status: Status) -> tuple[str, str]:

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.assess.candidates import candidate_sweeps
-from rcdiag.assess.findings import LIMITS
+from rcdiag.assess.findings import ADVICE_LIMITS
+from rcdiag.assess.recommendation.candidates import candidate_sweeps
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import Dialect
 from rcdiag.formatting import pct
@@ -80,7 +80,7 @@ def knee(points: list[Entry]) -> tuple[Entry | None, str]:
     Returns:
         The point (None when rejection is not worth it or was not measured) and why, in words.
     """
-    target = LIMITS["keep_target"]
+    target = ADVICE_LIMITS["keep_target"]
     measured = [p for p in points if _share(p) is not None]
     if not measured:
         return None, "no sweep in the results: rejection thresholds cannot be tuned"
@@ -116,7 +116,7 @@ def choose_is_threshold(entries: Entries, shown: float | None = None) -> tuple[f
     ``shown``: the IS mass the recommended configuration truncates (measured), quoted instead of the
     token-TIS-alone sweep point so the reason and the expected figures give one number.
     """
-    limit = LIMITS["is_mass_removed"]
+    limit = ADVICE_LIMITS["is_mass_removed"]
     points = [p for p in entries.points("is") if _share(p, "weight_mass_removed") is not None]
     if not points:
         return DEFAULT_IS_THRESHOLD, "C = 2 is verl's default (no sweep of C in the results)"

@@ -1,12 +1,12 @@
 """Detectors of real mismatch: numerics, staleness, drift, tails; correction applies.
 
 Severities come from the metric registry's bands (docs/diagnosis.md); each detector returns a
-:class:`~rcdiag.assess.observations.Finding` or None.
+:class:`~rcdiag.assess.observations.Detection` or None.
 """
 
 from __future__ import annotations
 
-from rcdiag.assess.observations import LIMITS, Finding, Observations, status_of
+from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, Detection, Observations
 from rcdiag.formatting import fmt, pct
 from rcdiag.metrics.records import (
     ABS_LOG_RATIO_MEAN,
@@ -20,20 +20,20 @@ from rcdiag.metrics.records import (
 from rcdiag.status import Status, worst
 
 
-def stale_policy(o: Observations) -> Finding | None:
+def stale_policy(o: Observations) -> Detection | None:
     if not o.lags:
         return None
-    usable = [g for g in o.lags if g["valid_tokens"] >= LIMITS["min_lag_tokens"]]
+    usable = [g for g in o.lags if g["valid_tokens"] >= DETECTOR_LIMITS["min_lag_tokens"]]
     fresh = next((g for g in usable if g["lag"] == 0), None)
     stale = [g for g in usable if g["lag"] > 0]
     if fresh is None or not stale:
         return None
     worst_lag = max(stale, key=lambda g: g["lag"])
     ratio = (worst_lag["k3_kl"] or 0.0) / max(fresh["k3_kl"] or 0.0, 1e-12)
-    severity = status_of(K3_KL.name, worst_lag["k3_kl"])
-    if ratio < LIMITS["stale_ratio"] or severity in (None, "healthy"):
+    severity = K3_KL.status(worst_lag["k3_kl"])
+    if ratio < DETECTOR_LIMITS["stale_ratio"] or severity in (None, "healthy"):
         return None
-    return Finding(
+    return Detection(
         severity,
         f"the mismatch grows with the policy lag: k3_kl = {fmt(fresh['k3_kl'])} at lag 0, "
         f"{fmt(worst_lag['k3_kl'])} at lag {worst_lag['lag']} (×{fmt(ratio, 2)}): staleness, "
@@ -45,14 +45,18 @@ def stale_policy(o: Observations) -> Finding | None:
     )
 
 
-def growing_drift(o: Observations) -> Finding | None:
+def growing_drift(o: Observations) -> Detection | None:
     trend = o.k3_trend
-    if trend is None or not trend.significant or trend.relative_change <= LIMITS["drift_rise"]:
+    if (
+        trend is None
+        or not trend.significant
+        or trend.relative_change <= DETECTOR_LIMITS["drift_rise"]
+    ):
         return None
     recent = trend.after if o.recent_k3_kl is None else max(o.recent_k3_kl, trend.after or 0.0)
-    level = status_of(K3_KL.name, recent) or "healthy"
+    level = K3_KL.status(recent) or "healthy"
     severity: Status = "act" if level != "healthy" else "watch"
-    return Finding(
+    return Detection(
         severity,
         f"k3_kl rises from {fmt(trend.before)} to {fmt(trend.after)} from step "
         f"{trend.change_step} on (p = {fmt(trend.p_value, 2)})",
@@ -69,14 +73,14 @@ def growing_drift(o: Observations) -> Finding | None:
     )
 
 
-def catastrophic_tokens(o: Observations) -> Finding | None:
+def catastrophic_tokens(o: Observations) -> Detection | None:
     share = o.metric(CATASTROPHIC_TOKENS.name)
-    level = status_of(CATASTROPHIC_TOKENS.name, share)
+    level = CATASTROPHIC_TOKENS.status(share)
     if level in (None, "healthy"):
         return None
     vetoed = o.metric(VETO_FRACTION.name)
-    severity = worst([level, status_of(VETO_FRACTION.name, vetoed)])
-    return Finding(
+    severity = worst([level, VETO_FRACTION.status(vetoed)])
+    return Detection(
         severity,
         f"{pct(share)} of tokens have π_train/π_rollout below the veto threshold, in "
         f"{pct(vetoed)} of sequences",
@@ -86,16 +90,20 @@ def catastrophic_tokens(o: Observations) -> Finding | None:
     )
 
 
-def heavy_tail(o: Observations) -> Finding | None:
+def heavy_tail(o: Observations) -> Detection | None:
     q = {p: o.metric(f"rcdiag/log_ratio_{p}") for p in ("p0.1", "p1", "p99", "p99.9")}
     if any(v is None for v in q.values()):
         return None
     inner = (q["p99"] or 0.0) - (q["p1"] or 0.0)
     outer = (q["p99.9"] or 0.0) - (q["p0.1"] or 0.0)
     size = max(abs(q["p0.1"] or 0.0), abs(q["p99.9"] or 0.0))
-    if inner <= 0 or outer / inner < LIMITS["tail_ratio"] or size < LIMITS["tail_size"]:
+    if (
+        inner <= 0
+        or outer / inner < DETECTOR_LIMITS["tail_ratio"]
+        or size < DETECTOR_LIMITS["tail_size"]
+    ):
         return None
-    return Finding(
+    return Detection(
         "watch",
         f"the log-ratio has heavy tails: p0.1…p99.9 spans {fmt(outer, 3)}, {fmt(outer / inner, 3)}× "
         f"the p1…p99 span (1.3× for a normal law)",
@@ -105,13 +113,13 @@ def heavy_tail(o: Observations) -> Finding | None:
     )
 
 
-def long_sequence_compounding(o: Observations) -> Finding | None:
+def long_sequence_compounding(o: Observations) -> Detection | None:
     chi2, ess = o.metric(CHI2_SEQ.name), o.metric(ESS_SEQ.name)
-    level = worst([status_of(CHI2_SEQ.name, chi2), status_of(ESS_SEQ.name, ess)])
+    level = worst([CHI2_SEQ.status(chi2), ESS_SEQ.status(ess)])
     if level == "healthy":
         return None
     length = o.metric(RESPONSE_LENGTH_MEAN.name)
-    return Finding(
+    return Detection(
         level,
         f"per-token mismatch compounds over ~{fmt(length, 3)} tokens per response: χ²_seq = "
         f"{fmt(chi2)}, ESS_seq = {fmt(ess)}",
@@ -121,15 +129,15 @@ def long_sequence_compounding(o: Observations) -> Finding | None:
     )
 
 
-def numeric_mismatch(o: Observations) -> Finding | None:
+def numeric_mismatch(o: Observations) -> Detection | None:
     k3, gap = o.metric(K3_KL.name), o.metric(ABS_LOG_RATIO_MEAN.name)
     fresh = next((g for g in o.lags or () if g["lag"] == 0), None)
     if fresh is not None:  # staleness is told apart: numerics are what the lag-0 rows show
         k3, gap = fresh["k3_kl"], fresh["abs_log_ratio_mean"]
-    level = worst([status_of(K3_KL.name, k3), status_of(ABS_LOG_RATIO_MEAN.name, gap)])
+    level = worst([K3_KL.status(k3), ABS_LOG_RATIO_MEAN.status(gap)])
     if level == "healthy":
         return None
-    return Finding(
+    return Detection(
         level,
         f"the engine and the trainer compute different probabilities for the same tokens: "
         f"k3_kl = {fmt(k3)}, mean |Δ log p| = {fmt(gap)}",

@@ -192,7 +192,7 @@ def python_call(config: Mapping[str, Any], dialect: Dialect) -> str:
     """``RolloutCorrectionConfig.<preset>(…)`` or ``RolloutCorrectionConfig(…)``, with its import.
 
     Example:
-        >>> from rcdiag.assess.candidates import TOKEN_TIS, base_config
+        >>> from rcdiag.assess.recommendation.candidates import TOKEN_TIS, base_config
         >>> print(python_call({**base_config("latest"), **TOKEN_TIS}, "latest"))
         from verl.trainer.config.algorithm import RolloutCorrectionConfig
         <BLANKLINE>

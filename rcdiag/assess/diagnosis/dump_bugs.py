@@ -1,25 +1,25 @@
 """Detectors of dump bugs: the fix is in the pipeline that made the dump (docs/diagnosis.md).
 
 Each takes the :class:`~rcdiag.assess.observations.Observations` of a dump and returns a
-:class:`~rcdiag.assess.observations.Finding` or None; :mod:`rcdiag.assess.diagnosis` lists them.
+:class:`~rcdiag.assess.observations.Detection` or None; :mod:`rcdiag.assess.diagnosis` lists them.
 """
 
 from __future__ import annotations
 
 import math
 
-from rcdiag.assess.observations import LIMITS, Finding, Observations, ratio_z
+from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, Detection, Observations, ratio_z
 from rcdiag.formatting import fmt, pct
 from rcdiag.metrics.evidence import SHIFTS, fit_slope, mean_gap
 from rcdiag.metrics.records import ABS_LOG_RATIO_MAX, KL
 
 
-def logits_not_logprobs(o: Observations) -> Finding | None:
+def logits_not_logprobs(o: Observations) -> Detection | None:
     valid = o.totals["valid_tokens"]
     share = o.positive_log_probs / valid if valid else 0.0
-    if share < LIMITS["positive_share"]:
+    if share < DETECTOR_LIMITS["positive_share"]:
         return None
-    return Finding(
+    return Detection(
         "act",
         f"{pct(share)} of valid tokens hold a positive value: a column holds logits or scores, "
         "not log-probabilities (which are ≤ 0)",
@@ -29,10 +29,10 @@ def logits_not_logprobs(o: Observations) -> Finding | None:
     )
 
 
-def identical_columns(o: Observations) -> Finding | None:
+def identical_columns(o: Observations) -> Detection | None:
     if o.metric(ABS_LOG_RATIO_MAX.name) != 0.0:
         return None
-    return Finding(
+    return Detection(
         "watch",
         "the two columns are identical at every valid token: there is no mismatch to measure",
         {"valid_tokens": o.totals["valid_tokens"]},
@@ -42,18 +42,18 @@ def identical_columns(o: Observations) -> Finding | None:
     )
 
 
-def misaligned_tokens(o: Observations) -> Finding | None:
+def misaligned_tokens(o: Observations) -> Detection | None:
     gaps = {s: mean_gap(dict(o.totals), s) for s in SHIFTS}
     aligned = gaps[0]
-    enough = all(o.totals[f"shift_{s}_pairs"] >= LIMITS["min_pairs"] for s in SHIFTS)
+    enough = all(o.totals[f"shift_{s}_pairs"] >= DETECTOR_LIMITS["min_pairs"] for s in SHIFTS)
     if aligned is None or not enough:
         return None
     best = min((s for s in SHIFTS if s != 0), key=lambda s: gaps[s] or math.inf)
     neighbour = gaps[best] or math.inf
     ratio = aligned / neighbour
-    if ratio < LIMITS["misaligned_gap_ratio"]:
+    if ratio < DETECTOR_LIMITS["misaligned_gap_ratio"]:
         return None
-    if neighbour < LIMITS["misaligned_gap_ratio"] * aligned:
+    if neighbour < DETECTOR_LIMITS["misaligned_gap_ratio"] * aligned:
         direction = "later" if best > 0 else "earlier"
         finding = (
             f"the training log-probs match the rollout's {abs(best)} position(s) {direction}: "
@@ -65,12 +65,14 @@ def misaligned_tokens(o: Observations) -> Finding | None:
             f"|Δ log p| is {fmt(aligned)} as dumped and {fmt(neighbour)} against the next token, "
             "so they do not score the same tokens"
         )
-    return Finding(
+    return Detection(
         "act",
         finding,
         {
             "alignment_ratio": ratio,
-            "best_shift": best if neighbour < LIMITS["misaligned_gap_ratio"] * aligned else 0,
+            "best_shift": best
+            if neighbour < DETECTOR_LIMITS["misaligned_gap_ratio"] * aligned
+            else 0,
             **{f"mean_gap_shift_{s}": gaps[s] for s in SHIFTS},
         },
         "Align the trainer's log-probs with the response tokens: the log-prob of token t comes "
@@ -101,13 +103,15 @@ def weight_z(o: Observations) -> float:
     )
 
 
-def swapped_columns(o: Observations) -> Finding | None:
+def swapped_columns(o: Observations) -> Detection | None:
     z_kl, z_weight = kl_z(o), weight_z(o)
     kl = o.metric(KL.name)
-    if kl is None or not (z_kl < -LIMITS["z_kl"] or (z_kl < 0 and z_weight > LIMITS["z"])):
+    if kl is None or not (
+        z_kl < -DETECTOR_LIMITS["z_kl"] or (z_kl < 0 and z_weight > DETECTOR_LIMITS["z"])
+    ):
         return None
     mean_weight = o.totals["token_weight"] / o.totals["valid_tokens"]
-    return Finding(
+    return Detection(
         "act",
         f"kl = {fmt(kl)} is negative (z = {fmt(z_kl, 3)}) and the mean token weight "
         f"π_train/π_rollout is {fmt(mean_weight)} (z = {fmt(z_weight, 3)}): for tokens sampled "
@@ -119,7 +123,7 @@ def swapped_columns(o: Observations) -> Finding | None:
     )
 
 
-def processed_logprobs(o: Observations) -> Finding | None:
+def processed_logprobs(o: Observations) -> Detection | None:
     t = o.totals
     valid = t["valid_tokens"]
     mean_rho = t["token_weight"] / valid
@@ -128,12 +132,12 @@ def processed_logprobs(o: Observations) -> Finding | None:
     shortfall = (t["weight_abs_dev"] - t["token_weight"] + valid) / 2.0
     balance = excess / shortfall if shortfall > 0 else math.inf
     if not (
-        mean_rho < 1.0 - LIMITS["processed_shortfall"]
-        and z < -LIMITS["z"]
-        and balance < LIMITS["processed_balance"]
+        mean_rho < 1.0 - DETECTOR_LIMITS["processed_shortfall"]
+        and z < -DETECTOR_LIMITS["z"]
+        and balance < DETECTOR_LIMITS["processed_balance"]
     ):
         return None
-    return Finding(
+    return Detection(
         "act",
         f"the mean token weight π_train/π_rollout is {fmt(mean_rho)} (z = {fmt(z, 3)}), and weights "
         f"above 1 make up only {fmt(balance, 2)} of the shortfall below 1: the engine reported "
@@ -145,24 +149,24 @@ def processed_logprobs(o: Observations) -> Finding | None:
     )
 
 
-def temperature_mismatch(o: Observations) -> Finding | None:
+def temperature_mismatch(o: Observations) -> Detection | None:
     fit = fit_slope(dict(o.totals))
     if fit is None:
         return None
     slope, correlation = fit
     deviation = slope - 1.0
     if (
-        abs(deviation) < LIMITS["temperature_slope"]
-        or correlation < LIMITS["temperature_correlation"]
+        abs(deviation) < DETECTOR_LIMITS["temperature_slope"]
+        or correlation < DETECTOR_LIMITS["temperature_correlation"]
     ):
         return None
     per_step = [fit_slope(dict(s)) for s in o.step_evidence]
     fitted = [f[0] - 1.0 for f in per_step if f is not None]
     agreeing = sum(1 for d in fitted if d * deviation > 0 and abs(d) >= abs(deviation) / 2)
     share = agreeing / len(fitted) if fitted else 1.0
-    if share < LIMITS["temperature_steps"]:
+    if share < DETECTOR_LIMITS["temperature_steps"]:
         return None
-    return Finding(
+    return Detection(
         "act",
         f"log π_train ≈ {fmt(slope, 3)} × log π_rollout (correlation {fmt(correlation, 3)}, "
         f"{pct(share)} of steps agree): one side divided its logits by a temperature "

@@ -1,7 +1,7 @@
 """The rule table of the recommendation: when each rule fires, what it does, and why in words.
 
 Data (:data:`RULES`), documented row by row in ``docs/recommendation.md``. Each rule is a condition
-on the :class:`~rcdiag.assess.findings.Findings` (limits in :data:`~rcdiag.assess.findings.LIMITS`,
+on the :class:`~rcdiag.assess.findings.Findings` (limits in :data:`~rcdiag.assess.findings.ADVICE_LIMITS`,
 the health limits read from the registry) and its reason, written with the sentences of
 :mod:`rcdiag.assess.statements` so it cites each figure as the verdict does. The rule ids are names
 for the documentation and the JSON; the reasons never mention them.
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rcdiag.assess import statements
-from rcdiag.assess.candidates import MAX_K2_THRESHOLD, VETO_TAU
-from rcdiag.assess.findings import LIMITS, Findings, tokens
+from rcdiag.assess.findings import ADVICE_LIMITS, Findings, tokens
+from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD, VETO_TAU
 from rcdiag.dialects import Dialect
 from rcdiag.formatting import pct, short
 
@@ -58,7 +58,7 @@ def _over_under(f: Findings) -> str:
 
 
 @dataclass(frozen=True)
-class Rule:
+class AdviceRule:
     """One row of the rule table: when it fires, what it does, and why in plain words."""
 
     id: str
@@ -73,18 +73,20 @@ def _g(value: float) -> str:
 
 
 TINY_WHEN = (
-    f"k3_kl ≤ {_g(LIMITS['tiny_k3_kl'])} and mean |Δ log p| ≤ {_g(LIMITS['tiny_abs_log_ratio'])} "
+    f"k3_kl ≤ {_g(ADVICE_LIMITS['tiny_k3_kl'])} and mean |Δ log p| ≤ "
+    f"{_g(ADVICE_LIMITS['tiny_abs_log_ratio'])} "
     "(overall and over the last quarter of steps), sequence ratios usable, no catastrophic "
     "tokens and no growing drift"
 )
 LARGE_WHEN = (
-    f"mean |Δ log p| > {_g(LIMITS['large_abs_log_ratio'])} or χ²_token > "
-    f"{_g(LIMITS['large_chi2_token'])} or k3_kl > {_g(LIMITS['large_k3_kl'])} (overall, or over "
+    f"mean |Δ log p| > {_g(ADVICE_LIMITS['large_abs_log_ratio'])} or χ²_token > "
+    f"{_g(ADVICE_LIMITS['large_chi2_token'])} or k3_kl > {_g(ADVICE_LIMITS['large_k3_kl'])} "
+    "(overall, or over "
     "the last quarter of steps when the verdict is act)"
 )
 
-RULES: tuple[Rule, ...] = (
-    Rule(
+RULES: tuple[AdviceRule, ...] = (
+    AdviceRule(
         "tiny",
         TINY_WHEN,
         "metrics only (disabled); token TIS as insurance and bypass PPO-clip as alternatives",
@@ -95,7 +97,7 @@ RULES: tuple[Rule, ...] = (
             f"{statements.per_token(f)}. A correction would change almost nothing"
         ),
     ),
-    Rule(
+    AdviceRule(
         "large",
         LARGE_WHEN,
         "correct at token level: token TIS",
@@ -104,7 +106,7 @@ RULES: tuple[Rule, ...] = (
             f"{statements.per_token(f)}. Uncorrected, these samples bias the policy gradient"
         ),
     ),
-    Rule(
+    AdviceRule(
         "moderate",
         "between the two: a per-token figure past its healthy range, none past its act limit",
         "correct at token level: token TIS",
@@ -114,9 +116,9 @@ RULES: tuple[Rule, ...] = (
             f"({statements.act_limits()})"
         ),
     ),
-    Rule(
+    AdviceRule(
         "seq_explodes",
-        f"χ²_seq > {_g(LIMITS['seq_chi2'])} or ESS_seq < {_g(LIMITS['seq_ess'])}",
+        f"χ²_seq > {_g(ADVICE_LIMITS['seq_chi2'])} or ESS_seq < {_g(ADVICE_LIMITS['seq_ess'])}",
         "no sequence-level IS (decoupled_seq_is, *_seq_tis, bypass_pg_is) and no seq_sum_k1 "
         "rejection: token level, or the geometric mean",
         lambda f: f.sequence_ratios_explode,
@@ -127,10 +129,10 @@ RULES: tuple[Rule, ...] = (
             "filter on the geometric mean), not with sequence-level IS."
         ),
     ),
-    Rule(
+    AdviceRule(
         "bias",
-        f"|kl| ≥ {_g(LIMITS['bias_share'])} × mean |Δ log p| and mean |Δ log p| > "
-        f"{_g(LIMITS['tiny_abs_log_ratio'])}",
+        f"|kl| ≥ {_g(ADVICE_LIMITS['bias_share'])} × mean |Δ log p| and mean |Δ log p| > "
+        f"{_g(ADVICE_LIMITS['tiny_abs_log_ratio'])}",
         "reweight, don't reject: no ratio-band (geometric) rejection",
         lambda f: f.systematic_bias,
         lambda f, d: (
@@ -140,9 +142,9 @@ RULES: tuple[Rule, ...] = (
             "so ratio-band rejection would discard almost all of them: reweight with token IS."
         ),
     ),
-    Rule(
+    AdviceRule(
         "catastrophic",
-        f"≥ {_g(LIMITS['catastrophic_fraction'])} of the valid tokens have π_train/π_rollout < τ "
+        f"≥ {_g(ADVICE_LIMITS['catastrophic_fraction'])} of the valid tokens have π_train/π_rollout < τ "
         f"({_g(VETO_TAU)})",
         f"add a max criterion: seq_max_k2 ≤ {MAX_K2_THRESHOLD} (latest) or the veto "
         f"τ = {_g(VETO_TAU)} (legacy)",
@@ -154,17 +156,17 @@ RULES: tuple[Rule, ...] = (
             f"off-policy too: reject the sequence with a max criterion ({_max_criterion(d)})."
         ),
     ),
-    Rule(
+    AdviceRule(
         "drift",
         f"the diagnosis finds a sustained rise of k3_kl (change-point test) and the recent k3_kl "
-        f"is past {_g(LIMITS['tiny_k3_kl'])}",
+        f"is past {_g(ADVICE_LIMITS['tiny_k3_kl'])}",
         "act: add geometric-mean rejection at the sweep knee as a safety valve; flag the trend",
         lambda f: f.drifting,
         lambda f, d: f"{drift_fact(f)} {GEO_VALVE}",
     ),
-    Rule(
+    AdviceRule(
         "growing",
-        f"a sustained rise of k3_kl, the recent k3_kl still ≤ {_g(LIMITS['tiny_k3_kl'])}",
+        f"a sustained rise of k3_kl, the recent k3_kl still ≤ {_g(ADVICE_LIMITS['tiny_k3_kl'])}",
         "a note: re-check on later steps",
         lambda f: f.growing and not f.drifting,
         lambda f, d: (

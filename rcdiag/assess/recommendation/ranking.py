@@ -4,7 +4,7 @@ A pure function of a result document (:func:`recommend`), documented rule by rul
 ``docs/recommendation.md``. Three steps:
 
 1. **Rules** (:data:`RULES`, data): each is a condition on the
-   :class:`~rcdiag.assess.findings.Findings` (limits in :data:`~rcdiag.assess.findings.LIMITS`) and
+   :class:`~rcdiag.assess.findings.Findings` (limits in :data:`~rcdiag.assess.findings.ADVICE_LIMITS`) and
    what it does to the recommendation; the ones that fire are reported with their reason in plain words.
 2. **Composition** (:func:`recommend`): ``tiny`` alone → metrics only. Otherwise token-level truncated
    IS (C from the ``is`` sweep), plus a max criterion when ``catastrophic`` fires, plus geometric-mean
@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rcdiag.assess.candidates import max_threshold
-from rcdiag.assess.diagnosis import CAUSE_TITLES
-from rcdiag.assess.entries import (
+from rcdiag.assess.diagnosis.causes import CAUSE_TITLES
+from rcdiag.assess.findings import Findings, findings
+from rcdiag.assess.recommendation.candidates import max_threshold
+from rcdiag.assess.recommendation.entries import (
     DEFAULT_IS_THRESHOLD,
     Entries,
     Entry,
@@ -30,9 +31,8 @@ from rcdiag.assess.entries import (
     choose_is_threshold,
     knee,
 )
-from rcdiag.assess.findings import Findings, findings
-from rcdiag.assess.rules import RULES, Rule, drift_fact
-from rcdiag.assess.snippets import (
+from rcdiag.assess.recommendation.rules import RULES, AdviceRule, drift_fact
+from rcdiag.assess.recommendation.snippets import (
     cli_overrides,
     describe,
     matching_preset,
@@ -193,7 +193,7 @@ def _tiny_choices(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[
 
 
 def _corrected_choices(
-    entries: Entries, f: Findings, dialect: Dialect, fired: list[Rule]
+    entries: Entries, f: Findings, dialect: Dialect, fired: list[AdviceRule]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     ids = {r.id for r in fired}
     notes: list[str] = []
@@ -369,9 +369,9 @@ def _recommendation(document: Mapping[str, Any]) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_IS_THRESHOLD",
     "RULES",
+    "AdviceRule",
     "Entries",
     "Entry",
-    "Rule",
     "choose_is_threshold",
     "expected_text",
     "knee",

@@ -1,7 +1,7 @@
 """What the detectors of the diagnosis read and return, and the limits they compare against.
 
-Shared by :mod:`rcdiag.assess.dump_bugs` and :mod:`rcdiag.assess.mismatch`; docs/diagnosis.md states
-each statistic and its false-positive control.
+Shared by :mod:`rcdiag.assess.diagnosis.dump_bugs` and :mod:`rcdiag.assess.diagnosis.mismatch`;
+docs/diagnosis.md states each statistic and its false-positive control.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.metrics.records import REGISTRY
 from rcdiag.metrics.trend import Trend
 from rcdiag.status import Status
 
-LIMITS: dict[str, float] = {
+DETECTOR_LIMITS: dict[str, float] = {
     "positive_share": 0.01,
     "z": 4.0,
     "z_kl": 3.0,
@@ -53,7 +52,7 @@ LIMITS: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class Finding:
+class Detection:
     """What a detector found: how bad, in words, the numbers behind it, and what to do."""
 
     severity: Status
@@ -87,10 +86,6 @@ class Observations:
     def metric(self, name: str) -> float | None:
         value = self.overall.get(name)
         return None if value is None or math.isnan(value) else float(value)
-
-
-def status_of(metric: str, value: float | None) -> Status | None:
-    return REGISTRY[metric].status(value)
 
 
 def ratio_z(total: float, count: float, sq: float, cross: float, count_sq: float) -> float:
