@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 import rcdiag
@@ -287,3 +288,17 @@ def test_exports_are_checked_outputs(outputs: list[str], fragment: str, tmp_path
     code, _, err = cli("analyze", dumpdir, *given)
     assert code == 2 and fragment in err, err
     assert sorted(p.name for p in dumpdir.rglob("*") if p.is_file()) == ["part.parquet"]
+
+
+def test_the_dump_options_are_one_table() -> None:
+    from rcdiag.run.dump import DUMP_OPTIONS, DumpArguments
+
+    names = [option.name for option in DUMP_OPTIONS]
+    assert names == list(DumpArguments.__annotations__)
+    documented = inspect.getdoc(DumpArguments) or ""
+    for option in DUMP_OPTIONS:
+        assert f"{option.name}:" in documented and option.flag in documented, option.name
+    group = typer.main.get_command(app)
+    for command in ("analyze", "compare-presets", "report", "recommend", "check", "baseline"):
+        flags = {o for p in group.commands[command].params for o in p.opts}  # type: ignore[attr-defined]
+        assert {option.flag for option in DUMP_OPTIONS} <= flags, command

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rcdiag.assess.findings import ADVICE_LIMITS, findings, trend
-from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD, VETO_TAU
+from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD
 from rcdiag.assess.recommendation.ranking import (
     RULES,
     Entries,
@@ -33,6 +33,7 @@ from rcdiag.assess.verdict.signals import verdict
 from rcdiag.cli import app
 from rcdiag.correction.config import detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.model import ReportDocument
 from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document
 from rcdiag.run.dump import DumpSpec
@@ -156,8 +157,14 @@ def test_the_recommendation_changes_across_the_samples() -> None:
     [
         ("bf16", {"rollout_is": None, "rollout_rs": None, "rollout_token_veto_threshold": None}),
         ("fp8", {"rollout_is": "token", "rollout_rs": None, "rollout_token_veto_threshold": None}),
-        ("heavy_tails", {"rollout_is": "token", "rollout_token_veto_threshold": VETO_TAU}),
-        ("drift", {"rollout_rs": "geometric", "rollout_token_veto_threshold": VETO_TAU}),
+        (
+            "heavy_tails",
+            {"rollout_is": "token", "rollout_token_veto_threshold": DEFAULT_VETO_THRESHOLD},
+        ),
+        (
+            "drift",
+            {"rollout_rs": "geometric", "rollout_token_veto_threshold": DEFAULT_VETO_THRESHOLD},
+        ),
     ],
 )
 def test_legacy_dialect_uses_legacy_keys(sample: str, expected: dict[str, Any]) -> None:

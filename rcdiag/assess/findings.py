@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rcdiag.formatting import short
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.metrics.records import (
     ABS_LOG_RATIO_MEAN,
     CATASTROPHIC_TOKENS,
@@ -316,7 +317,7 @@ def findings(document: Mapping[str, Any]) -> Findings:
         ess_seq=_number(overall, ESS_SEQ.name),
         catastrophic_fraction=_number(overall, CATASTROPHIC_TOKENS.name),
         veto_fraction=_number(overall, VETO_FRACTION.name),
-        veto_threshold=float(options.get("effective_veto_threshold") or 1e-4),
+        veto_threshold=float(options.get("effective_veto_threshold") or DEFAULT_VETO_THRESHOLD),
         length_mean=_number(overall, RESPONSE_LENGTH_MEAN.name),
         length_max=_number(overall, RESPONSE_LENGTH_MAX.name),
         log_ppl_abs_diff=_number(overall, LOG_PPL_ABS_DIFF.name),

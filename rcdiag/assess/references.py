@@ -11,15 +11,12 @@ import math
 from dataclasses import dataclass
 
 from rcdiag.assess.findings import ADVICE_LIMITS
-from rcdiag.assess.recommendation.candidates import VETO_TAU
 from rcdiag.assess.wording import band_label, first_band
 from rcdiag.correction.presets import PRESETS
 from rcdiag.metrics.records import LOG_PPL_ABS_DIFF, REGISTRY
 
 KEEP_TARGET = ADVICE_LIMITS["keep_target"]
 """The share of tokens a rejection threshold must keep (the sweep charts' reference line)."""
-CATASTROPHIC_RATIO = VETO_TAU
-"""ρ below which a token is catastrophic, unless the document says otherwise."""
 RATIO_BAND = (0.5, 2.0)
 """The ρ band of the ``rcdiag/ratio_outside_0.5_2`` metric."""
 

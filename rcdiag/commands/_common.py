@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import inspect
 import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -27,6 +25,7 @@ from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe
 from rcdiag.model.tables import encode_table
+from rcdiag.run.dump import DUMP_OPTIONS, DumpOption
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -229,21 +228,6 @@ DialectOption = Annotated[
         "--dialect", help="verl version to match: latest (Aug 2026) or legacy (PR #4070, Nov 2025)."
     ),
 ]
-RolloutCol = Annotated[
-    str | None, typer.Option("--rollout-col", help="Column of rollout log-probs.")
-]
-TrainingCol = Annotated[
-    str | None, typer.Option("--training-col", help="Column of trainer (old) log-probs.")
-]
-MaskCol = Annotated[str | None, typer.Option("--mask-col", help="Column of the response mask.")]
-StepCol = Annotated[str | None, typer.Option("--step-col", help="Column of the training step.")]
-DropNonfinite = Annotated[
-    bool,
-    typer.Option(
-        "--drop-nonfinite",
-        help="Mask NaN/±inf at valid positions (and count them) instead of failing.",
-    ),
-]
 VetoOption = Annotated[
     float | None,
     typer.Option(
@@ -263,39 +247,6 @@ FrameworksOption = Annotated[
     ),
 ]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
-StepOption = Annotated[
-    list[int] | None, typer.Option("--step", help="Analyse only this step (repeatable).")
-]
-StepsOption = Annotated[
-    str | None,
-    typer.Option("--steps", help="Analyse only steps A:B (inclusive; A or B may be empty)."),
-]
-EngineOption = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        metavar="local|ray",
-        help="Where the pass runs: local (this process) or ray (the dump's files spread over a "
-        "Ray cluster, pip install 'rcdiag[ray]'; docs/scale.md).",
-    ),
-]
-RayAddressOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ray-address",
-        metavar="ADDRESS",
-        help="The Ray cluster for --engine ray (default: RAY_ADDRESS, else a local Ray).",
-    ),
-]
-StorageOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--storage-option",
-        metavar="KEY=VALUE",
-        help="An option of the file system of s3://, gs://, hf://, http(s):// paths, e.g. "
-        "endpoint_url=http://127.0.0.1:9000 (repeatable; docs/python-api.md).",
-    ),
-]
 
 
 def parse_frameworks_option(value: str | None, option: str = "--frameworks") -> list[Framework]:
@@ -314,20 +265,12 @@ def parse_dialect(value: str | None) -> Dialect | None:
     return value  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
 class DumpOptions:
-    """The options of every command that reads a dump, as given (checked by :meth:`spec`)."""
+    """The dump options a command was given (:data:`~rcdiag.run.dump.DUMP_OPTIONS`), by the names
+    of its parameters (a repeatable flag's parameter is named after the flag)."""
 
-    step: list[int] | None = None
-    steps: str | None = None
-    rollout_col: str | None = None
-    training_col: str | None = None
-    mask_col: str | None = None
-    step_col: str | None = None
-    drop_nonfinite: bool = False
-    engine: str = "local"
-    ray_address: str | None = None
-    storage_option: list[str] | None = None
+    def __init__(self, given: Mapping[str, Any] | None = None) -> None:
+        self.given = dict(given or {})
 
     def arguments(self) -> dict[str, Any]:
         """The dump arguments of the :mod:`rcdiag.api` functions.
@@ -335,43 +278,36 @@ class DumpOptions:
         Raises:
             UsageError: an empty column name, a malformed ``--storage-option``.
         """
-        for flag, value in (
-            ("--rollout-col", self.rollout_col),
-            ("--training-col", self.training_col),
-            ("--mask-col", self.mask_col),
-            ("--step-col", self.step_col),
-        ):
-            if value is not None and not value.strip():
-                raise UsageError(f"{flag}: empty column name")
-        return {
-            "step": self.step,
-            "steps": self.steps,
-            "rollout_col": self.rollout_col,
-            "training_col": self.training_col,
-            "mask_col": self.mask_col,
-            "step_col": self.step_col,
-            "drop_nonfinite": self.drop_nonfinite,
-            "storage_options": parse_storage_options(self.storage_option or ()),
-            "engine": self.engine,
-            "ray_address": self.ray_address,
-        }
+        out = {}
+        for option in DUMP_OPTIONS:
+            value = self.given.get(_parameter(option), option.default)
+            if option.metavar == "COLUMN" and value is not None and not value.strip():
+                raise UsageError(f"{option.flag}: empty column name")
+            if option.name == "storage_options":
+                value = parse_storage_options(value or ())
+            out[option.name] = value
+        return out
 
 
 ALL_STEPS = DumpOptions()
 """The default: every step, default column names, non-finite values are errors."""
 
-_DUMP_OPTION_TYPES: dict[str, Any] = {
-    "step": StepOption,
-    "steps": StepsOption,
-    "rollout_col": RolloutCol,
-    "training_col": TrainingCol,
-    "mask_col": MaskCol,
-    "step_col": StepCol,
-    "drop_nonfinite": DropNonfinite,
-    "engine": EngineOption,
-    "ray_address": RayAddressOption,
-    "storage_option": StorageOption,
-}
+
+def _parameter(option: DumpOption) -> str:
+    """The command's parameter of a dump option: named after its flag (``storage_option``)."""
+    return option.flag.removeprefix("--").replace("-", "_")
+
+
+def _annotation(option: DumpOption) -> Any:
+    """The typer option of a dump option, from its row of the table."""
+    kind: Any = option.kind
+    if option.repeatable:
+        kind = list[kind] | None
+    elif option.kind is not bool and option.default is None:
+        kind = kind | None
+    declared = typer.Option(option.flag, help=option.help, metavar=option.metavar)
+    return Annotated[kind, declared]
+
 
 Command = TypeVar("Command", bound=Callable[..., None])
 
@@ -388,18 +324,18 @@ def reads_dump(command: Command) -> Command:
     last = [p for p in own if p.name in ("quiet", "debug")]
     shared = [
         inspect.Parameter(
-            field.name,
+            _parameter(option),
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=field.default,
-            annotation=_DUMP_OPTION_TYPES[field.name],
+            default=option.default,
+            annotation=_annotation(option),
         )
-        for field in dataclasses.fields(DumpOptions)
+        for option in DUMP_OPTIONS
     ]
 
     @functools.wraps(command)
     def with_dump_options(**kwargs: Any) -> None:
-        given = {field.name: kwargs.pop(field.name) for field in dataclasses.fields(DumpOptions)}
-        command(**kwargs, dump_options=DumpOptions(**given))
+        given = {_parameter(o): kwargs.pop(_parameter(o)) for o in DUMP_OPTIONS}
+        command(**kwargs, dump_options=DumpOptions(given))
 
     parameters = [*(p for p in own if p not in last), *shared, *last]
     with_dump_options.__signature__ = signature.replace(  # type: ignore[attr-defined]

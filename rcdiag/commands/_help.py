@@ -39,13 +39,7 @@ def help_of(command: Callable[..., Any]) -> str:
 
 
 METAVARS = {
-    "rollout_col": "COLUMN",
-    "training_col": "COLUMN",
-    "mask_col": "COLUMN",
-    "step_col": "COLUMN",
     "dialect": "latest|legacy",
-    "step": "N",
-    "steps": "A:B",
     "veto_threshold": "TAU",
     "preset": "NAME",
     "rule": "RULE",

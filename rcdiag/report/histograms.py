@@ -11,9 +11,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rcdiag.assess.references import CATASTROPHIC_RATIO, RATIO_BAND, geo_band
+from rcdiag.assess.references import RATIO_BAND, geo_band
 from rcdiag.formatting import short
 from rcdiag.metrics.bins import LOG_MAGNITUDE_RANGE
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.report.figures import (
     BLUE,
     FAIL,
@@ -155,7 +156,7 @@ def distribution_charts(document: Mapping[str, Any]) -> list[Chart]:
     if not profile:
         return []
     tau = float((document.get("options") or {}).get("effective_veto_threshold") or 0.0)
-    tau = tau if tau > 0 else CATASTROPHIC_RATIO
+    tau = tau if tau > 0 else DEFAULT_VETO_THRESHOLD
     lower, upper = (math.log(r) for r in RATIO_BAND)
     edges = profile["histogram_edges"]
     charts: list[Chart] = []

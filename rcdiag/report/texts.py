@@ -7,7 +7,7 @@ the veto τ), never written here.
 
 from __future__ import annotations
 
-from rcdiag.assess.references import CATASTROPHIC_RATIO
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.metrics.records import ABS_LOG_RATIO_MEAN, K3_KL, MetricRecord
 from rcdiag.status import Status
 
@@ -63,7 +63,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "catastrophic token",
-        f"A token with ρ < τ ({CATASTROPHIC_RATIO:g} by default): the trainer finds it nearly "
+        f"A token with ρ < τ ({DEFAULT_VETO_THRESHOLD:g} by default): the trainer finds it nearly "
         "impossible.",
     ),
 )

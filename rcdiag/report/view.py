@@ -18,6 +18,7 @@ from rcdiag.assess.references import references
 from rcdiag.assess.verdict.gauges import CSS_STATUS
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
 from rcdiag.formatting import count, pct, short
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.metrics.records import KEY_METRICS, REGISTRY, RESPONSE_LENGTH_MEAN
 from rcdiag.report.buckets import where_charts
 from rcdiag.report.figures import Chart
@@ -333,7 +334,9 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         "aliases": document.get("preset_aliases") or {},
         "sweeps": _sweep_views(document),
         "offenders": _offenders(document),
-        "veto_threshold": (document.get("options") or {}).get("effective_veto_threshold", 1e-4),
+        "veto_threshold": (document.get("options") or {}).get(
+            "effective_veto_threshold", DEFAULT_VETO_THRESHOLD
+        ),
         "missing": missing_sections(document),
         "frameworks": _framework_rows(document),
     }

@@ -67,6 +67,74 @@ Progress = Callable[[int, int], None]
 """Called as ``progress(rows_read, total_rows)`` after each batch."""
 
 
+@dataclass(frozen=True)
+class DumpOption:
+    """One of the ten ways to say where a dump is and how to read it: a keyword argument of every
+    API function (:class:`DumpArguments`) and a flag of every command that reads a dump.
+
+    Attributes:
+        name: the keyword argument (``rollout_col``).
+        flag: the command-line flag (``--rollout-col``).
+        help: what it does, in the command's help.
+        metavar: the word the help shows for its value (None for a flag without one).
+        kind: the type of the flag's value (``bool`` for a switch).
+        repeatable: the flag may be given several times.
+        default: its value when not given.
+    """
+
+    name: str
+    flag: str
+    help: str
+    metavar: str | None = None
+    kind: type = str
+    repeatable: bool = False
+    default: Any = None
+
+
+DUMP_OPTIONS: tuple[DumpOption, ...] = (
+    DumpOption("step", "--step", "Analyse only this step (repeatable).", "N", int, True),
+    DumpOption(
+        "steps", "--steps", "Analyse only steps A:B (inclusive; A or B may be empty).", "A:B"
+    ),
+    DumpOption("rollout_col", "--rollout-col", "Column of rollout log-probs.", "COLUMN"),
+    DumpOption("training_col", "--training-col", "Column of trainer (old) log-probs.", "COLUMN"),
+    DumpOption("mask_col", "--mask-col", "Column of the response mask.", "COLUMN"),
+    DumpOption("step_col", "--step-col", "Column of the training step.", "COLUMN"),
+    DumpOption(
+        "drop_nonfinite",
+        "--drop-nonfinite",
+        "Mask NaN/±inf at valid positions (and count them) instead of failing.",
+        kind=bool,
+        default=False,
+    ),
+    DumpOption(
+        "engine",
+        "--engine",
+        "Where the pass runs: local (this process) or ray (the dump's files spread over a Ray "
+        "cluster, pip install 'rcdiag[ray]'; docs/scale.md).",
+        "local|ray",
+        default="local",
+    ),
+    DumpOption(
+        "ray_address",
+        "--ray-address",
+        "The Ray cluster for --engine ray (default: RAY_ADDRESS, else a local Ray).",
+        "ADDRESS",
+    ),
+    DumpOption(
+        "storage_options",
+        "--storage-option",
+        "An option of the file system of s3://, gs://, hf://, http(s):// paths, e.g. "
+        "endpoint_url=http://127.0.0.1:9000 (repeatable; docs/python-api.md).",
+        "KEY=VALUE",
+        repeatable=True,
+    ),
+)
+"""The dump options, in the order the help lists them: the one table from which the commands'
+flags are made (:func:`rcdiag.commands._common.reads_dump`); :class:`DumpArguments` types the same
+names for the API (a test holds the two together)."""
+
+
 class DumpArguments(TypedDict, total=False):
     """The keyword arguments every dump-reading function of :mod:`rcdiag.api` takes as
     ``**dump`` (each mirrors a flag of every dump-reading command):
@@ -80,7 +148,8 @@ class DumpArguments(TypedDict, total=False):
         training_col: the training log-prob column (``--training-col``).
         mask_col: the response-mask column (``--mask-col``).
         step_col: the step column (``--step-col``).
-        drop_nonfinite: mask NaN/±inf at valid positions (and count them) instead of failing.
+        drop_nonfinite: mask NaN/±inf at valid positions (and count them) instead of failing
+            (``--drop-nonfinite``).
         storage_options: keyword arguments of the file system of ``s3://``, ``gs://``, ``hf://``
             and ``http(s)://`` paths (``--storage-option KEY=VALUE``), e.g.
             ``{"endpoint_url": "http://127.0.0.1:9000"}``.
@@ -97,9 +166,9 @@ class DumpArguments(TypedDict, total=False):
     mask_col: str | None
     step_col: str | None
     drop_nonfinite: bool
-    storage_options: Mapping[str, Any] | None
     engine: str
     ray_address: str | None
+    storage_options: Mapping[str, Any] | None
 
 
 def as_paths(paths: Paths | None) -> list[str | Path]:

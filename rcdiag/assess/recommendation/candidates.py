@@ -23,11 +23,11 @@ from rcdiag.correction.config import parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.correction.sweep import DEFAULT_GRIDS, IS_GRID
 from rcdiag.dialects import Dialect
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 
 TOKEN_TIS: dict[str, Any] = {"rollout_is": "token", "rollout_is_threshold": 2.0}
 """verl's default token-level truncated IS (``decoupled_token_is()``)."""
 
-VETO_TAU = 1e-4
 """τ of verl's legacy veto: a token with π_train/π_rollout < τ is catastrophic (docs/correction.md)."""
 MAX_K2_THRESHOLD = 42.4
 """h of ``seq_max_k2`` equivalent to the veto: ½(ln 10⁻⁴)² ≈ 42.41, i.e. reject a sequence holding a
@@ -143,14 +143,14 @@ def candidate_sweeps(dialect: Dialect) -> tuple[CandidateSweep, ...]:
         _sweep(
             "geo+max",
             "geometric",
-            f"token TIS + geometric rejection + veto at {VETO_TAU:g}",
+            f"token TIS + geometric rejection + veto at {DEFAULT_VETO_THRESHOLD:g}",
             dialect,
             geo_grid,
             lambda t: {
                 **TOKEN_TIS,
                 "rollout_rs": "geometric",
                 "rollout_rs_threshold": float(t),
-                "rollout_token_veto_threshold": VETO_TAU,
+                "rollout_token_veto_threshold": DEFAULT_VETO_THRESHOLD,
             },
         ),
         _sweep(

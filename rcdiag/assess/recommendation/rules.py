@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from rcdiag.assess import statements
 from rcdiag.assess.findings import ADVICE_LIMITS, Findings, tokens
-from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD, VETO_TAU
+from rcdiag.assess.recommendation.candidates import MAX_K2_THRESHOLD
 from rcdiag.dialects import Dialect
 from rcdiag.formatting import pct, short
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 
 
 def _max_criterion(dialect: Dialect) -> str:
@@ -25,7 +26,7 @@ def _max_criterion(dialect: Dialect) -> str:
             f"seq_max_k2 ≤ {MAX_K2_THRESHOLD}, i.e. every |log ratio| ≤ 9.21 — verl's replacement "
             "for the 1e-4 veto"
         )
-    return f"the veto, rollout_token_veto_threshold = {VETO_TAU:g}"
+    return f"the veto, rollout_token_veto_threshold = {DEFAULT_VETO_THRESHOLD:g}"
 
 
 GEO_VALVE = (
@@ -145,9 +146,9 @@ RULES: tuple[AdviceRule, ...] = (
     AdviceRule(
         "catastrophic",
         f"≥ {_g(ADVICE_LIMITS['catastrophic_fraction'])} of the valid tokens have π_train/π_rollout < τ "
-        f"({_g(VETO_TAU)})",
+        f"({_g(DEFAULT_VETO_THRESHOLD)})",
         f"add a max criterion: seq_max_k2 ≤ {MAX_K2_THRESHOLD} (latest) or the veto "
-        f"τ = {_g(VETO_TAU)} (legacy)",
+        f"τ = {_g(DEFAULT_VETO_THRESHOLD)} (legacy)",
         lambda f: f.catastrophic,
         lambda f, d: (
             f"Catastrophic tokens present: {pct(f.catastrophic_fraction)} of valid tokens have "
