@@ -59,12 +59,11 @@ from rcdiag.run.dump import (
     dump_spec,
     spec_of,
 )
+from rcdiag.run.plans import frameworks_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from rcdiag.correction.compare import NamedConfig
-    from rcdiag.frameworks.base import Framework
 
 __all__ = [
     "PathLike",
@@ -164,28 +163,10 @@ def compare_presets(
     Raises:
         InputError: unreadable input. UsageError: an unknown preset, a bad configuration.
     """
-    from rcdiag.correction.loading import resolve_configs
-    from rcdiag.correction.sweep import build_sweep
+    from rcdiag.run.plans import comparison_plan
     from rcdiag.run.results import compare_and_recommend
 
-    inline = dict(configs) if isinstance(configs, Mapping) else {}
-    files = [] if isinstance(configs, Mapping) else [Path(os.fspath(c)) for c in configs]
-    if grid is not None and sweep is None:
-        raise UsageError("grid needs a sweep")
-    modes = framework_modes(framework)
-    nothing = presets is not None and not presets and not files and not inline
-    if nothing and sweep is None and not modes:
-        raise UsageError("no preset, configuration, sweep or framework: nothing to compare")
-    chosen, named = resolve_configs(presets, files, dialect_of(dialect), inline)
-    named = [*named, *modes]
-    planned = None
-    if sweep is not None:
-        values = None if grid is None else [str(v) for v in grid]
-        if values == []:
-            raise UsageError("grid: no threshold")
-        planned = build_sweep(sweep, chosen, values)
-        if presets is None and not files and not inline and not modes:
-            named = []  # a sweep alone: only its grid
+    named, chosen, planned = comparison_plan(presets, configs, sweep, grid, dialect, framework)
     return compare_and_recommend(
         spec_of(paths, dump, "compare_presets"), named, chosen, planned, progress
     )
@@ -230,36 +211,17 @@ def report(
     Raises:
         InputError: unreadable input. UsageError: both or neither of a dump and ``from_json``.
     """
-    from rcdiag.run.documents import (
-        ReportOptions,
-        build_report_document,
-        complete,
-        load_document,
-        translation_target,
-    )
+    from rcdiag.run.documents import ReportOptions, build_report_document
+    from rcdiag.run.plans import report_from_json, report_target
 
     explicit = dialect_of(dialect)
     if top < 0:
         raise UsageError(f"top must be ≥ 0, got {top}")
     chosen = frameworks_of(frameworks, "--frameworks")
-    target = None if translate is None else translation_target(translate)
+    target = report_target(paths, from_json, chosen, translate)
     if from_json is not None:
-        if paths:
-            raise UsageError("give either dump paths or --from results.json, not both")
-        if chosen:
-            raise UsageError("--frameworks needs the dump: it cannot be computed from --from")
-        source = Path(os.fspath(from_json))
-        document = load_document(source)
-        if explicit is not None and explicit != document.dialect:
-            raise UsageError(
-                f"--dialect {explicit}: {source} holds results of the "
-                f"{document.dialect} dialect; recompute them from the dump"
-            )
-        return _translated(complete(document), target)
-    if not paths:
-        raise UsageError(
-            "no input: give a dump (parquet files, a glob or a directory) or --from results.json"
-        )
+        return _translated(report_from_json(Path(os.fspath(from_json)), explicit), target)
+    assert paths
     options = ReportOptions(
         dialect=explicit or DEFAULT_DIALECT,
         veto_threshold=veto_threshold,
@@ -271,8 +233,9 @@ def report(
 
 
 def _translated(document: ReportDocument, framework: str | None) -> ReportDocument:
-    from rcdiag.run.documents import translated
+    from rcdiag.run.documents import complete, translated
 
+    document = complete(document)
     return document if framework is None else translated(document, framework)
 
 
@@ -480,31 +443,3 @@ def write_report(
     inputs = [Path(p) for p in document.source.paths if not is_remote(p)]
     target = check_outputs({"path": os.fspath(path)}, {"a file of the dump": inputs})["path"]
     return write_html(target, page_json(document), plotlyjs)
-
-
-def frameworks_of(value: str | Sequence[str] | None, option: str) -> list[Framework]:
-    """The frameworks of a ``frameworks=`` / ``framework=`` argument (none when not given)."""
-    from rcdiag.frameworks import parse_frameworks
-
-    return [] if value is None else parse_frameworks(value, option)
-
-
-def framework_modes(value: str | Sequence[str] | None) -> list[NamedConfig]:
-    """The correction modes of the ``framework=`` frameworks, with their defaults.
-
-    Raises:
-        UsageError: an unknown framework, or one whose modes rcdiag does not dry-run.
-    """
-    from rcdiag.correction.compare import NamedConfig
-    from rcdiag.frameworks import FRAMEWORKS
-
-    modes: list[NamedConfig] = []
-    for chosen in frameworks_of(value, "--framework"):
-        if not chosen.presets:
-            with_modes = ", ".join(f.id for f in FRAMEWORKS.values() if f.presets)
-            raise UsageError(
-                f"--framework {chosen.id}: rcdiag dry-runs no correction mode of {chosen.title} "
-                f"(its metrics: analyze --frameworks {chosen.id}); modes exist for {with_modes}"
-            )
-        modes += [NamedConfig(p.name, p.config, p.plan) for p in chosen.presets]
-    return modes
