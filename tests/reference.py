@@ -84,6 +84,7 @@ RCDIAG_NAMES: tuple[str, ...] = (
     "rcdiag/ratio_outside_0.5_2",
     "rcdiag/response_length_mean",
     "rcdiag/response_length_max",
+    "rcdiag/k3_kl_stderr",
 )
 
 QUANTILE_NAMES: tuple[str, ...] = tuple(f"rcdiag/log_ratio_{name}" for name in QUANTILES)
@@ -264,6 +265,12 @@ def reference_metrics(
 
     out["rcdiag/response_length_mean"] = sum(n) / batch
     out["rcdiag/response_length_max"] = float(max(n))
+
+    # sequence-clustered standard error of k3_kl: sqrt(Σ_i (K_i − r·n_i)²) / Σ n_i, K_i the row's k3 sum
+    k3_rows = [math.fsum(math.exp(ell) - ell - 1.0 for ell in ells) for _, _, ells in rows]
+    r = math.fsum(k3_rows) / total_valid
+    residual = math.fsum((k_i - r * n_i) ** 2 for k_i, n_i in zip(k3_rows, n, strict=True))
+    out["rcdiag/k3_kl_stderr"] = math.sqrt(residual) / total_valid
 
     assert list(out) == names, "reference bug: names out of order"
     return out

@@ -116,7 +116,7 @@ def test_late_drift_fails_through_the_diagnosis_and_names_the_step(
     assert document["diagnosis"]["verdict"] == "act"
     drift = next(c for c in document["diagnosis"]["causes"] if c["id"] == "growing_drift")
     assert drift["evidence"]["change_step"] == DRIFT_FROM
-    assert f"from step {DRIFT_FROM} on" in drift["summary"]
+    assert f"at step {DRIFT_FROM} " in drift["summary"]
     assert drift["evidence"]["relative_change"] == pytest.approx(3.0, rel=0.3)  # k3 ∝ σ²: ×4
 
 
@@ -125,7 +125,7 @@ def test_explicit_rise_rules_still_locate_the_step(dumps: dict[str, Path], tmp_p
     document = check_json(tmp_path, dumps["late"], "--rule", rise, expect=1)
     rule = next(r for r in document["rules"] if r["name"] == rise)
     assert rule["status"] == "fail" and rule["step"] == DRIFT_FROM
-    assert f"began at step {DRIFT_FROM}" in rule["detail"]
+    assert f"a step change at step {DRIFT_FROM}" in rule["detail"]
 
 
 @pytest.mark.parametrize("seed", [2, 3, 4])

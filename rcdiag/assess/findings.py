@@ -13,7 +13,7 @@ x_s = (step − first step) / (last step − first step) ∈ [0, 1]:
 so ``growth`` is the fitted factor between the first and the last step, and r the Pearson correlation
 of the fit: the rules decide on them (robust to one noisy step). "first" and "recent" are medians over
 the first and the last quarter of the steps; the text shows those two numbers and their ratio
-(:attr:`Growth.ratio`, computed from the numbers as printed, so a reader who divides them gets it).
+(:attr:`RiseSummary.ratio`, computed from the numbers as printed, so a reader who divides them gets it).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ Whether the mismatch grows is the diagnosis's ``growing_drift`` cause (one chang
 
 
 @dataclass(frozen=True)
-class Growth:
+class RiseSummary:
     """How k3_kl moves over the steps (module docstring)."""
 
     steps: int
@@ -135,7 +135,7 @@ class Findings:
     length_max: float | None
     log_ppl_abs_diff: float | None
     steps: int
-    trend: Growth | None
+    trend: RiseSummary | None
     causes: Mapping[str, Status]
     """Diagnosed cause id → severity (the diagnosis of the document)."""
     verdict: Status | None = None
@@ -269,7 +269,7 @@ def _number(metrics: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def trend(steps: list[Mapping[str, Any]]) -> Growth | None:
+def trend(steps: list[Mapping[str, Any]]) -> RiseSummary | None:
     """The k3_kl trend over the steps that have a value (module docstring); None with < 2."""
     points = [(int(s["step"]), _number(s["metrics"], K3_KL.name), s["metrics"]) for s in steps]
     usable = [(step, k3, m) for step, k3, m in points if k3 is not None]
@@ -288,7 +288,7 @@ def trend(steps: list[Mapping[str, Any]]) -> Growth | None:
     k3 = [float(p[1] or 0.0) for p in usable]
     recent_abs = [_number(p[2], ABS_LOG_RATIO_MEAN.name) for p in usable[-quarter:]]
     present = [v for v in recent_abs if v is not None]
-    return Growth(
+    return RiseSummary(
         steps=len(usable),
         growth=10.0**slope if slope < math.log10(sys.float_info.max) else math.inf,
         correlation=correlation,

@@ -18,8 +18,9 @@ import numpy as np
 from rcdiag.checks.baseline import Drift, compare
 from rcdiag.checks.rules import Bound, CheckSettings, Rule, Severity
 from rcdiag.formatting import fmt
+from rcdiag.metrics.growth import Growth, growth_test, least_squares_slope
 from rcdiag.metrics.ragged import F64
-from rcdiag.metrics.trend import MIN_TREND_STEPS, Trend, detect_trend, least_squares_slope
+from rcdiag.metrics.records import record
 from rcdiag.model import AnalysisResult, Baseline, ConfigurationResult, Diagnosis
 from rcdiag.model.check import CHECK_KIND
 from rcdiag.version import SCHEMA_VERSION
@@ -64,7 +65,7 @@ class RuleResult:
     step: int | None = None
     detail: str = ""
     drift: Drift | None = None
-    trend: Trend | None = None
+    trend: Growth | None = None
 
     def as_json(self) -> dict[str, Any]:
         rule = self.rule
@@ -106,7 +107,7 @@ def _series(entry: Entry, metric: str) -> tuple[F64, F64]:
 
 def _aggregate(
     rule: Rule, entry: Entry, settings: CheckSettings
-) -> tuple[float | None, int | None, str, Trend | None]:
+) -> tuple[float | None, int | None, str, Growth | None]:
     """(value, step, detail, trend) of ``rule``'s aggregation over one result."""
     if rule.aggregation == "overall":
         return entry.overall.get(rule.metric), None, "", None
@@ -133,19 +134,22 @@ def _aggregate(
             return None, None, f"a slope needs two steps with a value ({count} here)", None
         return slope, None, f"least-squares slope per step over {count} steps", None
     direction: Literal["rise", "fall"] = "rise" if agg == "rise" else "fall"
-    trend = detect_trend(steps, values, settings.trend_alpha, direction)
-    if count < MIN_TREND_STEPS:
-        return None, None, f"no trend test with {count} steps (needs ≥ {MIN_TREND_STEPS})", trend
+    found = record(rule.metric)
+    stderrs = None if found is None or found.stderr is None else _series(entry, found.stderr)[1]
+    trend = growth_test(steps, values, settings.trend_alpha, stderrs, direction)
+    if not trend.tested:
+        return None, None, f"no trend test: {trend.reason}", trend
     if not trend.significant:
         detail = (
-            f"no significant {direction} over {count} steps "
-            f"(Pettitt p = {trend.p_value:.2g} ≥ α = {settings.trend_alpha:g})"
+            f"no significant {direction} over {trend.steps} steps "
+            f"(p = {trend.p_value:.2g} ≥ α = {settings.trend_alpha:g})"
         )
         return 0.0, None, detail, trend
-    detail = (
-        f"{direction} began at step {trend.change_step}: median {fmt(trend.before)} → "
-        f"{fmt(trend.after)} (Pettitt p = {trend.p_value:.2g})"
-    )
+    if trend.shape == "step":
+        where = f"a step change at step {trend.change_step}"
+    else:
+        where = f"a sustained {direction} over {trend.steps} steps"
+    detail = f"{where}: {fmt(trend.before)} → {fmt(trend.after)} (p = {trend.p_value:.2g})"
     return trend.relative_change, trend.change_step, detail, trend
 
 

@@ -15,6 +15,7 @@ is the same formula applied to the statistics of every step together.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -74,6 +75,7 @@ RCDIAG_METRICS: tuple[str, ...] = (
     *(f"rcdiag/log_ratio_{name}" for name in LOG_RATIO_QUANTILES),
     "rcdiag/response_length_mean",
     "rcdiag/response_length_max",
+    "rcdiag/k3_kl_stderr",
 )
 
 ROW_STATISTICS: dict[str, Kind] = {
@@ -107,6 +109,8 @@ ROW_STATISTICS: dict[str, Kind] = {
     "log_ratio_sq": "sum",
     "log_ratio_by_n": "sum",
     "valid_sq": "sum",
+    "k3_row_sq": "sum",
+    "k3_by_n": "sum",
     "token_weight_row_sq": "sum",
     "token_weight_by_n": "sum",
     "weight_abs_dev": "sum",
@@ -227,6 +231,8 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "log_ratio_sq": seq_sum * seq_sum,
         "log_ratio_by_n": seq_sum * n,
         "valid_sq": n * n,
+        "k3_row_sq": k3 * k3,
+        "k3_by_n": k3 * n,
         "token_weight_row_sq": row_weight * row_weight,
         "token_weight_by_n": row_weight * n,
         "weight_abs_dev": row_weight_abs_dev,
@@ -314,6 +320,34 @@ def offpolicy_metrics(
             **{f"rcdiag/log_ratio_{name}": None for name in LOG_RATIO_QUANTILES},
             "rcdiag/response_length_mean": valid / rows,
             "rcdiag/response_length_max": stats["length_max"],
+            "rcdiag/k3_kl_stderr": clustered_stderr(
+                stats["k3"], valid, stats["k3_row_sq"], stats["k3_by_n"], stats["valid_sq"]
+            ),
         }
     )
     return out
+
+
+def clustered_stderr(total: float, count: float, sq: float, cross: float, count_sq: float) -> float:
+    """Standard error of a pooled token mean r = total / count, clustered by sequence.
+
+    With per-sequence sums T_i and valid-token counts n_i (a sequence's tokens are not independent:
+    they share its prompt and its sampling), the linearised variance of the ratio is
+
+    .. math::
+        \\widehat{\\mathrm{Var}}(r) = \\frac{\\sum_i (T_i - r\\,n_i)^2}{(\\sum_i n_i)^2}
+        = \\frac{\\sum T_i^2 - 2r \\sum T_i n_i + r^2 \\sum n_i^2}{(\\sum n_i)^2},
+
+    from the summed second moments ``sq`` = ΣT_i², ``cross`` = ΣT_i n_i, ``count_sq`` = Σn_i²
+    (docs/diagnosis.md, "Standard errors"). NaN when a sum is not finite.
+
+    Example:
+        >>> # two sequences of 2 tokens, T = 1 and 3: r = 1, residuals −1 and 1
+        >>> clustered_stderr(4.0, 4.0, 10.0, 8.0, 8.0)
+        0.3535533905932738
+    """
+    r = total / count
+    variance = (sq - 2.0 * r * cross + r * r * count_sq) / (count * count)
+    if not math.isfinite(variance):
+        return math.nan
+    return math.sqrt(max(0.0, variance))

@@ -63,6 +63,8 @@ class MetricRecord:
         bands: its ``watch`` and ``act`` bands (none: shown, never judged).
         gauge: how the report draws it on a gauge (None: no gauge).
         column: its header in the terminal's narrow per-step table (default: the label).
+        stderr: the metric holding its per-step standard error, when one is computed (the
+            growth test weighs the steps with it, :mod:`rcdiag.metrics.growth`).
     """
 
     name: str
@@ -74,6 +76,7 @@ class MetricRecord:
     bands: tuple[Band, ...] = ()
     gauge: GaugeRange | None = None
     column: str = ""
+    stderr: str | None = None
 
     @property
     def header(self) -> str:
@@ -135,6 +138,12 @@ CHI2_WHAT = (
     "are below 1 on average."
 )
 
+K3_KL_STDERR = MetricRecord(
+    "rcdiag/k3_kl_stderr",
+    "k3_kl standard error",
+    "The sequence-clustered standard error of k3_kl.",
+    docs=RCDIAG_DOCS,
+)
 K3_KL = MetricRecord(
     "rollout_corr/k3_kl",
     "k3_kl",
@@ -144,6 +153,7 @@ K3_KL = MetricRecord(
         Band("act", 1e-1, MOE_RANGE, "top of MoE range"),
     ),
     gauge=GaugeRange(1e-6, 1.0, marks=((1e-3, "NeMo-RL gate"),)),
+    stderr=K3_KL_STDERR.name,
 )
 ABS_LOG_RATIO_MEAN = MetricRecord(
     "rcdiag/abs_log_ratio_mean",
@@ -328,6 +338,7 @@ RECORDS: tuple[MetricRecord, ...] = (
     ABS_LOG_RATIO_MAX,
     RESPONSE_LENGTH_MEAN,
     RESPONSE_LENGTH_MAX,
+    K3_KL_STDERR,
 )
 """Every metric with a record, the judged ones (with bands) first."""
 

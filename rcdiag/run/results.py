@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
-
 from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
 from rcdiag.assess.judge import judge
@@ -22,8 +20,7 @@ from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.grouped import GroupedStats
-from rcdiag.metrics.records import K3_KL, VERL_VETO_FRACTION
-from rcdiag.metrics.trend import detect_trend
+from rcdiag.metrics.records import K3_KL, K3_KL_STDERR, VERL_VETO_FRACTION
 from rcdiag.model import (
     AnalysisResult,
     ComparisonResult,
@@ -124,10 +121,6 @@ def analysis_result(done: Pass) -> AnalysisResult:
     )
 
 
-DRIFT_ALPHA = 0.01
-"""Significance level of the change-point test behind the ``growing_drift`` diagnosis."""
-
-
 def assess(
     analysis: OffPolicyAnalysis, steps: Sequence[StepResult], positive_log_probs: int
 ) -> tuple[list[MetricStatus], Diagnosis]:
@@ -136,19 +129,12 @@ def assess(
     # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
     skip = () if analysis.options.legacy_veto else (VERL_VETO_FRACTION.name,)
     statuses = judge(overall, skip=skip)
-    k3 = np.array(
-        [np.nan if (v := s.metrics[K3_KL.name]) is None else v for s in steps],
-        dtype=np.float64,
-    )
-    finite = k3[np.isfinite(k3)]
-    recent = float(np.median(finite[-max(1, finite.size // 4) :])) if finite.size > 1 else None
     evidence = analysis.evidence.groups()
     observations = Observations(
         overall=overall,
         totals={**analysis.stats.total(), **analysis.evidence.total()},
         step_evidence=[evidence[s.step] for s in steps],
-        k3_trend=detect_trend([s.step for s in steps], k3, alpha=DRIFT_ALPHA),
-        recent_k3_kl=recent,
+        k3_steps=[(s.step, s.metrics[K3_KL.name], s.metrics[K3_KL_STDERR.name]) for s in steps],
         lags=analysis.lags.table() or None,
         positive_log_probs=positive_log_probs,
     )

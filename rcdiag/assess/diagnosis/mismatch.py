@@ -7,7 +7,8 @@ Severities come from the metric registry's bands (docs/diagnosis.md); each detec
 from __future__ import annotations
 
 from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, Detection, Observations
-from rcdiag.formatting import fmt, pct
+from rcdiag.assess.findings import shown_ratio
+from rcdiag.formatting import fmt, pct, short
 from rcdiag.metrics.records import (
     ABS_LOG_RATIO_MEAN,
     CATASTROPHIC_TOKENS,
@@ -46,30 +47,67 @@ def stale_policy(o: Observations) -> Detection | None:
 
 
 def growing_drift(o: Observations) -> Detection | None:
-    trend = o.k3_trend
-    if (
-        trend is None
-        or not trend.significant
-        or trend.relative_change <= DETECTOR_LIMITS["drift_rise"]
-    ):
+    growth = o.k3_growth
+    if not growth.significant or growth.relative_change <= DETECTOR_LIMITS["drift_rise"]:
         return None
-    recent = trend.after if o.recent_k3_kl is None else max(o.recent_k3_kl, trend.after or 0.0)
+    recent = max(o.recent_k3_kl or 0.0, growth.after or 0.0)
     level = K3_KL.status(recent) or "healthy"
     severity: Status = "act" if level != "healthy" else "watch"
+    evidence = f"{fmt(growth.z, 2)} standard errors wide, p = {fmt(growth.p_value, 2)}"
+    first, last = o.first_k3_kl, o.recent_k3_kl
+    if growth.shape == "step":
+        summary = (
+            f"k3_kl steps up from {fmt(growth.before)} to {fmt(growth.after)} at step "
+            f"{growth.change_step} ({evidence})"
+        )
+        where = (
+            f"Look at what happened at step {growth.change_step} (a weight sync, a learning-rate "
+            "change, a new data mix, an engine restart)."
+        )
+    else:
+        if first and last is not None:
+            window = max(1, len(o.k3_steps) // 4)
+            medians = "" if window == 1 else f" (medians of the first and last {window} steps)"
+            ratio = shown_ratio(first, last)
+            rise = f"×{short(ratio)}, from {short(first)} to {short(last)}{medians}"
+        else:
+            rise = f"from {fmt(growth.before)} to {fmt(growth.after)}"
+        span = f"steps {o.k3_steps[0][0]}–{o.k3_steps[-1][0]}"
+        summary = f"k3_kl rises steadily over {span}, {rise}; {evidence}"
+        where = "Find what changes over training rather than at one step."
+    if growth.spikes:
+        listed = ", ".join(str(s) for s in growth.spikes)
+        summary += f" (left out as isolated spikes: step {listed})"
+    if o.lags:
+        cause = (
+            "It follows the policy lag: bound the staleness. "
+            if stale_policy(o) is not None
+            else "The recorded policy lag does not explain it. "
+        )
+    else:
+        cause = (
+            "A mismatch that grows over steps points to staleness (the rollout policy lagging the "
+            "trainer) or to a policy drifting toward tokens the two engines disagree on, not to "
+            "engine numerics, which stay flat: record policy_lag in the dump to tell them apart. "
+        )
     return Detection(
         severity,
-        f"k3_kl rises from {fmt(trend.before)} to {fmt(trend.after)} from step "
-        f"{trend.change_step} on (p = {fmt(trend.p_value, 2)})",
+        summary,
         {
-            "change_step": trend.change_step,
-            "before": trend.before,
-            "after": trend.after,
-            "p_value": trend.p_value,
-            "relative_change": trend.relative_change,
+            "shape": growth.shape,
+            "change_step": growth.change_step,
+            "before": growth.before,
+            "after": growth.after,
+            "p_value": growth.p_value,
+            "z": growth.z,
+            "steps": growth.steps,
+            "spikes": list(growth.spikes),
+            "relative_change": growth.relative_change,
         },
-        "Something changes during the run: look at what happened at that step (weight sync, "
-        "learning-rate schedule, a new data mix, an engine restart). Meanwhile add a geometric-"
-        "mean rejection criterion (seq_mean_k1) as a safety valve on top of token-level TIS.",
+        cause
+        + where
+        + " Meanwhile add a geometric-mean rejection criterion (seq_mean_k1) as a safety valve "
+        "on top of token-level TIS, sized on the latest steps.",
     )
 
 
@@ -137,6 +175,8 @@ def numeric_mismatch(o: Observations) -> Detection | None:
     level = worst([K3_KL.status(k3), ABS_LOG_RATIO_MEAN.status(gap)])
     if level == "healthy":
         return None
+    if fresh is None and growing_drift(o) is not None:
+        return None  # a growing mismatch is drift or staleness; numerics stay flat
     return Detection(
         level,
         f"the engine and the trainer compute different probabilities for the same tokens: "

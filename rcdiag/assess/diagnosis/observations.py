@@ -6,12 +6,15 @@ docs/diagnosis.md states each statistic and its false-positive control.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.metrics.trend import Trend
+import numpy as np
+
+from rcdiag.metrics.growth import Growth, growth_test
 from rcdiag.status import Status
 
 DETECTOR_LIMITS: dict[str, float] = {
@@ -30,6 +33,7 @@ DETECTOR_LIMITS: dict[str, float] = {
     "tail_ratio": 3.0,
     "tail_size": 1.0,
     "drift_rise": 0.5,
+    "drift_alpha": 0.01,
 }
 """Every limit of the detectors (docs/diagnosis.md explains each).
 
@@ -47,7 +51,9 @@ DETECTOR_LIMITS: dict[str, float] = {
 * ``stale_ratio``: k3_kl of lagged rows over that of lag-0 rows; ``min_lag_tokens`` per lag.
 * ``tail_ratio``, ``tail_size``: (p99.9 − p0.1) / (p99 − p1) of ℓ (1.33 for a normal law) and the
   size of the outer quantiles that makes a tail matter.
-* ``drift_rise``: a significant sustained rise of k3_kl by more than 50%.
+* ``drift_rise``, ``drift_alpha``: a rise of k3_kl by more than 50% over the steps, significant
+  at level 0.01 in the growth test weighted by each step's standard error
+  (:mod:`rcdiag.metrics.growth`).
 """
 
 
@@ -69,8 +75,7 @@ class Observations:
         overall: the overall metrics (``rollout_corr/…``, ``rcdiag/…``).
         totals: the summed row and evidence statistics of the whole dump.
         step_evidence: per step (in step order), the summed evidence statistics.
-        k3_trend: the change-point test on per-step k3_kl (:func:`rcdiag.metrics.trend.detect_trend`).
-        recent_k3_kl: median k3_kl over the last quarter of the steps (None with one step).
+        k3_steps: per step (in step order): the step, its k3_kl and that value's standard error.
         lags: the mismatch per policy lag, when the dump records it.
         positive_log_probs: valid positions where a column holds a log-prob > 0.01.
     """
@@ -78,10 +83,36 @@ class Observations:
     overall: Mapping[str, float | None]
     totals: Mapping[str, float]
     step_evidence: Sequence[Mapping[str, float]] = ()
-    k3_trend: Trend | None = None
-    recent_k3_kl: float | None = None
+    k3_steps: Sequence[tuple[int, float | None, float | None]] = ()
     lags: Sequence[Mapping[str, Any]] | None = None
     positive_log_probs: int = 0
+
+    @functools.cached_property
+    def k3_growth(self) -> Growth:
+        """Whether k3_kl grows over the steps (:func:`rcdiag.metrics.growth.growth_test`)."""
+        steps = [s for s, _, _ in self.k3_steps]
+        values = [math.nan if v is None else v for _, v, _ in self.k3_steps]
+        errors = [math.nan if e is None else e for _, _, e in self.k3_steps]
+        return growth_test(steps, values, DETECTOR_LIMITS["drift_alpha"], errors)
+
+    @property
+    def recent_k3_kl(self) -> float | None:
+        """Median k3_kl over the last quarter of the steps with a value (None with fewer than 2)."""
+        values = self._k3_values()
+        if len(values) < 2:
+            return None
+        return float(np.median(values[-max(1, len(values) // 4) :]))
+
+    @property
+    def first_k3_kl(self) -> float | None:
+        """Median k3_kl over the first quarter of the steps with a value (None with fewer than 2)."""
+        values = self._k3_values()
+        if len(values) < 2:
+            return None
+        return float(np.median(values[: max(1, len(values) // 4)]))
+
+    def _k3_values(self) -> list[float]:
+        return [v for _, v, _ in self.k3_steps if v is not None and math.isfinite(v)]
 
     def metric(self, name: str) -> float | None:
         value = self.overall.get(name)

@@ -1,0 +1,122 @@
+"""The growth test (rcdiag/metrics/growth.py): a rise judged by the standard errors of the steps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rcdiag.metrics.growth import (
+    MIN_GROWTH_STEPS,
+    _incomplete_beta,
+    growth_test,
+    student_t_sf,
+)
+
+
+def _ols_t(x: np.ndarray, y: np.ndarray) -> float:
+    """The slope's t statistic by the textbook formulas, written separately."""
+    n = x.size
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx
+    residual = y - (ym + slope * (x - xm))
+    s2 = float((residual**2).sum()) / (n - 2)
+    return slope / math.sqrt(s2 / sxx)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_without_standard_errors_it_is_the_least_squares_t_test(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.arange(10, dtype=float)
+    y = 1.0 + 0.05 * x + 0.1 * rng.standard_normal(10)  # negative values allowed: linear scale
+    y -= 2.0
+    found = growth_test(x, y, alpha=0.5)
+    assert not found.log_scale and found.tested
+    assert found.z == pytest.approx(_ols_t(x, y), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("t", "dof", "expected"),
+    [
+        (2.0, 4, 0.0580582617584),
+        (1.0, 1, 0.25),
+        (31.8205, 1, 0.01),
+        (6.9646, 2, 0.01),
+        (0.0, 7, 0.5),
+    ],
+)
+def test_student_t_tail_matches_published_values(t: float, dof: int, expected: float) -> None:
+    assert student_t_sf(t, dof) == pytest.approx(expected, rel=1e-4)
+    assert student_t_sf(-t, dof) == pytest.approx(1.0 - expected, rel=1e-4)
+
+
+def test_incomplete_beta_edges_and_symmetry() -> None:
+    assert _incomplete_beta(2.0, 3.0, 0.0) == 0.0 and _incomplete_beta(2.0, 3.0, 1.0) == 1.0
+    # I_x(1, 1) = x; I_x(a, b) = 1 − I_{1−x}(b, a)
+    assert _incomplete_beta(1.0, 1.0, 0.3) == pytest.approx(0.3, rel=1e-12)
+    assert _incomplete_beta(2.5, 0.5, 0.4) == pytest.approx(1 - _incomplete_beta(0.5, 2.5, 0.6))
+
+
+def test_a_short_clear_rise_is_found_by_its_standard_errors() -> None:
+    # four steps of ~20,000 tokens each, k3_kl ×700 from the first to the last
+    k3 = [4e-5, 6e-4, 5e-3, 2.9e-2]
+    se = [0.05 * v for v in k3]
+    found = growth_test([0, 1, 2, 3], k3, 0.01, se)
+    assert found.significant and found.shape == "ramp" and found.change_step is None
+    assert found.relative_change > 100
+    # eight steps, ×5, rising monotonically (0.051 → 0.272)
+    k3 = np.geomspace(0.051, 0.272, 8) * (1 + 0.02 * np.array([1, -1, 1, -1, 1, -1, 1, -1]))
+    assert growth_test(range(8), k3, 0.01, 0.03 * k3).significant
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_over_fifty_steps_is_not_a_rise(seed: int) -> None:
+    """Per-step values scatter far more than their (tiny) standard errors say: the between-step
+    variance τ² absorbs it."""
+    rng = np.random.default_rng(100 + seed)
+    k3 = 1e-3 * np.exp(0.3 * rng.standard_normal(50))
+    assert not growth_test(range(50), k3, 0.01, 0.01 * k3).significant
+
+
+def test_false_alarms_stay_near_alpha() -> None:
+    rng = np.random.default_rng(7)
+    alarms = sum(
+        growth_test(range(30), 1e-3 * np.exp(0.2 * rng.standard_normal(30)), 0.05, None).significant
+        for _ in range(400)
+    )
+    assert alarms / 400 < 0.09
+
+
+def test_a_step_change_is_named_and_a_ramp_is_not() -> None:
+    rng = np.random.default_rng(1)
+    level = np.where(np.arange(16) >= 10, 2.0, 1.0) * (1 + 0.03 * rng.standard_normal(16))
+    step = growth_test(np.arange(100, 116), level, 0.05)
+    assert step.significant and step.shape == "step" and step.change_step == 110
+    assert step.relative_change == pytest.approx(1.0, abs=0.1)
+    assert growth_test(np.arange(100, 116), level, 0.05, direction="fall").relative_change == 0.0
+    t = np.linspace(0, 1, 20)
+    ramp = growth_test(
+        range(20), 1e-4 * (1 + 4 * t) ** 2 * (1 + 0.05 * rng.standard_normal(20)), 0.01
+    )
+    assert ramp.significant and ramp.shape == "ramp" and ramp.change_step is None
+    assert growth_test(range(20), np.linspace(1.0, 3.0, 20), 0.05).shape == "ramp"
+
+
+def test_falls_gaps_spikes_and_short_series() -> None:
+    rng = np.random.default_rng(3)
+    falling = np.where(np.arange(16) >= 6, 0.5, 1.0) * (1 + 0.02 * rng.standard_normal(16))
+    fall = growth_test(range(16), falling, 0.05, direction="fall")
+    assert fall.significant and fall.shape == "step" and fall.change_step == 6
+    assert fall.relative_change == pytest.approx(0.5, abs=0.05)
+    gaps = np.where(np.arange(16) >= 10, 2.0, 1.0) * (1 + 0.02 * rng.standard_normal(16))
+    gaps[[2, 12]] = np.nan  # steps without valid tokens
+    assert growth_test(range(16), gaps, 0.05).change_step == 10
+    flat = 1 + 0.05 * rng.standard_normal(16)
+    spiky = flat.copy()
+    spiky[[3, 8, 15]] = 50.0  # isolated heavy-tailed steps, the last one too
+    found = growth_test(range(16), spiky, 0.05)
+    assert not found.significant and found.spikes == (3, 8, 15)
+    too_short = growth_test(range(MIN_GROWTH_STEPS - 1), [1.0, 9.0], 0.05)
+    assert not too_short.tested and too_short.reason and "needs 3" in too_short.reason
