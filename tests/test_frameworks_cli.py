@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from rcdiag.cli import app
 from rcdiag.correction.presets import PRESETS
 from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
+from rcdiag.frameworks.slime_mis import MIS_KEYS
 from rcdiag.frameworks.translate import translate
 from rcdiag.model import AnalysisResult, ComparisonResult, ReportDocument
 
@@ -130,7 +131,8 @@ def test_compare_presets_framework_without_modes() -> None:
 
 def test_presets_framework() -> None:
     code, text, _ = invoke("presets", "--framework", "openrlhf")
-    assert code == 0 and "openrlhf:seq-mask-tis" in text and "vllm_is_correction_type" in text
+    assert code == 0 and "openrlhf:seq-mask-tis" in text
+    assert "algo.advantage.is_correction_type" in text and "OpenRLHF main, 2026-08" in text
 
 
 def test_recommend_framework_json(tmp_path: Path) -> None:
@@ -157,12 +159,15 @@ def test_translate_token_tis_is_exact_everywhere() -> None:
     assert trl.exact and trl.config == {
         "vllm_importance_sampling_correction": True,
         "vllm_importance_sampling_mode": "token_truncate",
-        "vllm_importance_sampling_cap": 2.0,
+        "vllm_importance_sampling_clip_max": 2.0,
     }
+    assert "# for trl main, 2026-07 (f2cd577)" in trl.snippet and trl.version.startswith("trl main")
     slime = translate("slime", config, "latest")
-    assert slime.exact and "--tis-clip 2.0" in slime.snippet
+    assert slime.exact and "--tis-clip 2.0" in slime.snippet and "slime main, 2026-08" in slime.snippet
     openrlhf = translate("openrlhf", config, "latest")
-    assert openrlhf.exact and openrlhf.config["vllm_is_truncated_threshold"] == (0.0, 2.0)
+    assert openrlhf.exact
+    assert openrlhf.config["algo.advantage.is_correction_threshold"] == (0.0, 2.0)
+    assert "--algo.advantage.is_correction_enable" in openrlhf.snippet
 
 
 def test_translate_says_what_a_framework_lacks() -> None:
@@ -174,18 +179,21 @@ def test_translate_says_what_a_framework_lacks() -> None:
     trl = translate("trl", config, "latest")
     assert not trl.exact and sum("has no rejection" in n for n in trl.notes) == 2
     slime = translate("slime", config, "latest")
-    assert slime.exact
+    assert not slime.exact and any("has no sequence trust region" in n for n in slime.notes)
     assert slime.config["rs_level"] == "geometric"
     assert math.isclose(slime.config["rs_lower_bound"], 1 / 1.05)  # k1 keeps ρ in [1/1.05, 1.05]
     assert slime.config["rs_upper_bound"] == 1.05
-    assert slime.config["rs_trust_region"] == "max" and slime.config["rs_tr_threshold"] == 42.4
+    assert list(slime.config) == list(MIS_KEYS)  # mis.py reads every key of mis.yaml
 
 
 def test_translate_icepop_and_disabled() -> None:
     icepop = latest("decoupled_token_icepop")
     trl = translate("trl", icepop, "latest")
-    assert not trl.exact and trl.config["vllm_importance_sampling_mode"] == "token_mask"
+    assert trl.exact and trl.config["vllm_importance_sampling_mode"] == "token_mask"
+    assert trl.config["vllm_importance_sampling_clip_min"] > 0  # TRL's lower bound: IcePop's band
     assert translate("openrlhf", icepop, "latest").exact
+    slime = translate("slime", icepop, "latest")
+    assert slime.exact and "icepop_function" in slime.snippet
     off = translate("trl", latest("disabled"), "latest")
     assert off.exact and "vllm_importance_sampling_correction=False" in off.snippet
 

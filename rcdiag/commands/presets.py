@@ -54,7 +54,8 @@ def presets(
                 )
                 continue
             show_table(
-                f"{entry.title} correction modes (defaults; nulls and false omitted)",
+                f"{entry.title} correction modes (defaults of {entry.pin.version}; nulls and "
+                "false omitted)",
                 rows,
                 f"{entry.title} keys",
             )

@@ -1,8 +1,11 @@
 """OpenRLHF: ``vllm_kl`` and the vLLM importance-sampling correction of its PPO actor.
 
-Read from OpenRLHF's ``openrlhf/models/loss.py`` (``PolicyLoss.forward``: the three correction
-types and ``vllm_kl``) and ``openrlhf/cli/train_ppo_ray.py`` (``--enable_vllm_is_correction``,
-``--vllm_is_truncated_threshold`` default [0.5, 5.0], ``--vllm_is_correction_type`` default tis)
+Read on OpenRLHF's main branch at commit 3c3be62 (2026-08-13): ``openrlhf/models/loss.py``
+(``PolicyLoss.forward``: the three correction types and ``vllm_kl``) and
+``openrlhf/cli/train_ppo_ray.py`` (``--algo.advantage.is_correction_enable``,
+``--algo.advantage.is_correction_threshold`` default [0.5, 5.0],
+``--algo.advantage.is_correction_type`` default tis; renamed from ``--enable_vllm_is_correction``,
+``--vllm_is_truncated_threshold``, ``--vllm_is_correction_type`` in April 2026)
 (docs/frameworks.md, "OpenRLHF").
 """
 
@@ -14,25 +17,36 @@ from typing import Any, ClassVar
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.base import Framework, Preset, Source, prefixed
+from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind
 
 ID = "openrlhf"
 LOW, HIGH = 0.5, 5.0
-"""``--vllm_is_truncated_threshold`` defaults."""
+"""``--algo.advantage.is_correction_threshold`` defaults."""
+PIN = Pin("OpenRLHF/OpenRLHF", "main", "3c3be6234e0cb353e76bb8019947db9dfe99fca7", "2026-08-13")
+ENABLE = "algo.advantage.is_correction_enable"
+TYPE = "algo.advantage.is_correction_type"
+THRESHOLD = "algo.advantage.is_correction_threshold"
+"""The option names (``--`` + name on the command line; argparse keeps the dots in its dest)."""
 
 SOURCES = (
     Source(
-        "OpenRLHF/OpenRLHF",
+        PIN.repo,
         "openrlhf/models/loss.py",
-        None,
-        "PolicyLoss.forward: tis / icepop / seq-mask-tis weights; vllm_kl",
+        PIN.commit,
+        "PolicyLoss.forward: tis / icepop / seq-mask-tis weights; vllm_kl (PPO loss only)",
     ),
     Source(
-        "OpenRLHF/OpenRLHF",
+        PIN.repo,
         "openrlhf/cli/train_ppo_ray.py",
-        None,
-        "--vllm_is_truncated_threshold [0.5, 5.0], --vllm_is_correction_type tis",
+        PIN.commit,
+        f"--{ENABLE}, --{THRESHOLD} [0.5, 5.0], --{TYPE} tis",
+    ),
+    Source(
+        PIN.repo,
+        "openrlhf/trainer/ray/ppo_actor.py",
+        PIN.commit,
+        "vllm_kl into the step's info: a mean of per-micro-batch token means",
     ),
 )
 
@@ -70,11 +84,7 @@ class OpenrlhfPlan(ModePlan):
 
 
 def config(kind: str) -> dict[str, Any]:
-    return {
-        "enable_vllm_is_correction": True,
-        "vllm_is_correction_type": kind,
-        "vllm_is_truncated_threshold": f"{LOW:g} {HIGH:g}",  # two values on the command line
-    }
+    return {ENABLE: True, TYPE: kind, THRESHOLD: (LOW, HIGH)}
 
 
 PURPOSES = {
@@ -98,6 +108,7 @@ FRAMEWORK = Framework(
     id=ID,
     title="OpenRLHF",
     sources=SOURCES,
+    pin=PIN,
     metrics=(OpenrlhfLogged(),),
     aggregation=(
         "a token mean per micro-batch, averaged over micro-batches; rcdiag takes a step as one "

@@ -16,7 +16,9 @@ from typing import Any
 
 from rcdiag.correction.config import CorrectionPlan, parse_config
 from rcdiag.dialects import Dialect
+from rcdiag.frameworks import openrlhf, slime, trl
 from rcdiag.frameworks.base import Translation
+from rcdiag.frameworks.slime_mis import MIS_KEYS
 
 
 @dataclass(frozen=True)
@@ -97,18 +99,7 @@ TRL_UNCLAMPED = (
 
 def _trl_mode(mode: str) -> Callable[[Part], Entry]:
     def entry(part: Part) -> Entry:
-        keys = {
-            "vllm_importance_sampling_correction": True,
-            "vllm_importance_sampling_mode": mode,
-            "vllm_importance_sampling_cap": part.hi,
-        }
-        if part.icepop:
-            return Entry(
-                keys,
-                False,
-                f"closest: {mode} zeroes ratios above {part.hi:g} but keeps those below "
-                f"{part.lo:g} (verl's IcePop zeroes both)",
-            )
+        keys = trl.config(mode, part.hi, part.lo if part.icepop and part.lo > 0 else None)
         return Entry(keys, True, TRL_UNCLAMPED)
 
     return entry
@@ -128,6 +119,24 @@ TRL_DEFAULT = lacking("TRL", "rejection of tokens or sequences (only its IS corr
 # ----------------------------------------------------------------------------------------------
 # slime (built-in flags, or the MIS helper's YAML)
 
+SLIME_VERSION = slime.PIN.version
+SLIME_ICEPOP = "slime.backends.megatron_utils.loss.icepop_function"
+SLIME_BUILTIN = {"use_tis", "tis_level", "tis_mode", "tis_upper_bound", "tis_lower_bound"}
+"""Keys a token TIS alone sets: slime's built-in --use-tis --tis-clip runs it without the helper."""
+MIS_DEFAULTS: dict[str, Any] = {
+    "use_tis": True,
+    "use_rs": False,
+    "tis_level": "token",
+    "rs_level": "token",
+    "tis_mode": "truncate",
+    "tis_lower_bound": None,
+    "rs_lower_bound": None,
+    "rs_upper_bound": None,
+    "rs_veto_threshold": None,
+    "tis_batch_normalize": False,
+}
+"""mis.yaml's keys where the translation sets none: mechanisms off, bounds from the TIS bounds."""
+
 MIS_FLAGS = (
     "--custom-config-path mis.yaml "
     "--custom-tis-function-path examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
@@ -138,6 +147,12 @@ SLIME_CLAMP = (
 )
 
 
+SLIME_MASK = (
+    "closest: the MIS helper's tis_mode mask drops the tokens outside the bounds from the loss "
+    "mask, where verl's IcePop gives them weight 0"
+)
+
+
 def _slime_is(part: Part) -> Entry:
     keys: dict[str, Any] = {
         "use_tis": True,
@@ -145,14 +160,12 @@ def _slime_is(part: Part) -> Entry:
         "tis_upper_bound": part.hi,
         "tis_lower_bound": part.lo,
     }
+    if part.icepop and part.level == "token":
+        keys["tis_mode"] = "icepop"  # slime's built-in icepop_function, unless the helper is needed
+        return Entry(keys, True, "icepop_function gives weight 0 outside [low, high]; ρ unclamped")
     if part.icepop:
         keys["tis_mode"] = "mask"
-        return Entry(
-            keys,
-            False,
-            "closest: tis_mode mask drops the tokens outside the bounds from the loss mask, "
-            "where verl's IcePop gives them weight 0",
-        )
+        return Entry(keys, False, SLIME_MASK)
     keys["tis_mode"] = "truncate"
     return Entry(keys, True, SLIME_CLAMP)
 
@@ -169,40 +182,37 @@ def _slime_rs(level: str) -> Callable[[Part], Entry]:
     return entry
 
 
-def _slime_trust(kind: str, exact: bool, note: str) -> Callable[[Part], Entry]:
-    def entry(part: Part) -> Entry:
-        keys = {"use_rs": True, "rs_trust_region": kind, "rs_tr_threshold": part.hi}
-        return Entry(keys, exact, note)
-
-    return entry
-
-
 def slime_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
     """The MIS helper runs rejection only with TIS on and always applies its RS band: an RS band
-    that rejects nothing is set where only a veto or trust region is wanted, and uncapped weights
-    where verl has rejection without IS (not the same: slime then weights by ρ)."""
+    that rejects nothing ([0, 1e9]: ratios are clamped to e^±20 first) is set where only a veto is
+    wanted, and uncapped weights where verl has rejection without IS (not the same: slime then
+    weights by ρ). mis.py reads every key of mis.yaml, so every one is written (null where unset)."""
     notes: list[str] = []
     exact = True
+    if not keys:
+        return keys, notes, exact
     if keys.get("use_rs") and "rs_lower_bound" not in keys:
         keys = {**keys, "rs_level": "token", "rs_lower_bound": 0.0, "rs_upper_bound": 1e9}
     if keys.get("use_rs") and "tis_upper_bound" not in keys:
-        keys = {
-            "use_tis": True,
-            "tis_level": "token",
-            "tis_mode": "truncate",
-            "tis_upper_bound": 1e9,
-            **keys,
-        }
+        keys = {"tis_level": "token", "tis_mode": "truncate", "tis_upper_bound": 1e9, **keys}
         notes.append(
             "slime's MIS helper rejects only with TIS on: uncapped token weights (closest to "
             "verl's rejection without IS, which does not weight)"
         )
         exact = False
-    if "use_tis" in keys and keys.get("tis_mode") != "mask" and "use_rs" not in keys:
-        keys = {**keys, "use_rs": False}
-    if "use_tis" in keys and "tis_batch_normalize" not in keys:
-        keys = {**keys, "tis_batch_normalize": False}
-    return keys, notes, exact
+    if set(keys) <= SLIME_BUILTIN and keys.get("tis_level") == "token":
+        builtin = {"use_tis": True, "tis_clip": keys["tis_upper_bound"], "tis_clip_low": 0.0}
+        if keys.get("tis_mode") == "truncate":
+            return builtin, notes, exact  # --use-tis --tis-clip C alone
+        if keys.get("tis_mode") == "icepop":
+            builtin["tis_clip_low"] = keys["tis_lower_bound"]
+            return {**builtin, "custom_tis_function_path": SLIME_ICEPOP}, notes, exact
+    if keys.get("tis_mode") == "icepop":  # with rejection or batch normalisation: the helper
+        keys = {**keys, "tis_mode": "mask"}
+        notes.append(f"token_icepop: {SLIME_MASK} (icepop_function cannot be combined with the helper)")
+        exact = False
+    full = {**MIS_DEFAULTS, **keys}
+    return {k: full[k] for k in MIS_KEYS}, notes, exact
 
 
 SLIME_TABLE: Table = {
@@ -217,19 +227,12 @@ SLIME_TABLE: Table = {
     "legacy_token_rs": _slime_rs("token"),
     "legacy_sequence_rs": _slime_rs("sequence"),
     "legacy_geometric_rs": _slime_rs("geometric"),
-    "seq_max_k2": _slime_trust(
-        "max", True, "rs_trust_region max drops a sequence whose largest ½ℓ² exceeds the threshold"
-    ),
-    "seq_mean_k3": _slime_trust(
-        "avg",
-        False,
-        "closest: rs_trust_region avg bounds the mean of e^(−ℓ) − 1 + ℓ (K3 of the other "
-        "direction), where seq_mean_k3 bounds the mean of e^ℓ − 1 − ℓ",
-    ),
+    "seq_max_k2": lacking("slime's MIS helper", "sequence trust region (largest ½ℓ²)"),
+    "seq_mean_k3": lacking("slime's MIS helper", "sequence trust region (mean K3)"),
     "veto": lambda part: Entry(
         {"use_rs": True, "rs_veto_threshold": part.hi},
         True,
-        "rs_veto_threshold is in the MIS helper's versions that have a veto (docs/frameworks.md)",
+        "rs_veto_threshold drops a sequence with a token of unclamped ℓ < ln τ, as verl's veto",
     ),
 }
 SLIME_DEFAULT = lacking("slime's MIS helper", "criterion of this kind")
@@ -237,52 +240,53 @@ SLIME_DEFAULT = lacking("slime's MIS helper", "criterion of this kind")
 
 def slime_render(config: Mapping[str, Any]) -> str:
     """Built-in flags for token TIS alone, else the MIS helper's YAML and its two flags."""
+    head = f"# for {SLIME_VERSION}"
     if not config:
-        return "# no --use-tis: slime applies no correction"
-    plain = {
-        "use_tis",
-        "tis_level",
-        "tis_mode",
-        "tis_upper_bound",
-        "tis_lower_bound",
-        "use_rs",
-        "tis_batch_normalize",
-    }
-    if (
-        set(config) <= plain
-        and config.get("tis_level") == "token"
-        and config.get("tis_mode") == "truncate"
-        and not config.get("use_rs")
-        and not config.get("tis_batch_normalize")
-    ):
-        return f"--use-tis \\\n--tis-clip {config['tis_upper_bound']!r} \\\n--tis-clip-low 0"
-    lines = ["# mis.yaml (examples/train_infer_mismatch_helper)"]
-    lines += [f"{k}: {_yaml(v)}" for k, v in config.items()]
+        return f"{head}\n# no --use-tis: slime applies no correction"
+    if "use_rs" not in config:
+        flags = [f"--{k.replace('_', '-')} {yaml_scalar(v)}" for k, v in config.items() if k != "use_tis"]
+        return " \\\n".join([head + "\n--use-tis", *flags])
+    lines = [head, "# mis.yaml (examples/train_infer_mismatch_helper)"]
+    lines += [f"{k}: {yaml_scalar(v)}" for k, v in config.items()]
     return "\n".join(lines) + f"\n# then run slime with: --use-tis {MIS_FLAGS}"
 
 
-def _yaml(value: Any) -> str:
+def yaml_scalar(value: Any) -> str:
+    """A scalar as PyYAML's safe_load reads it back with its type: a float always with a dot and
+    a signed exponent (``1.0e-10``; ``1e-10`` would be read as a string), None as null."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
-    return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)
+        if "e" not in text:
+            return text
+        mantissa, exponent = text.split("e")
+        mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+        exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
+        return f"{mantissa}e{exponent}"
+    return str(value)
 
 
 # ----------------------------------------------------------------------------------------------
 # OpenRLHF (train_ppo_ray flags)
 
+OR_ENABLE, OR_TYPE, OR_THRESHOLD = openrlhf.ENABLE, openrlhf.TYPE, openrlhf.THRESHOLD
 OPENRLHF_UNCLAMPED = "OpenRLHF exponentiates ℓ unclamped (verl clamps it to ±20)"
 
 
 def _openrlhf_is(part: Part) -> Entry:
     if part.icepop:
-        keys = {
-            "vllm_is_correction_type": "icepop",
-            "vllm_is_truncated_threshold": (part.lo, part.hi),
-        }
-        return Entry(keys, True, OPENRLHF_UNCLAMPED)
-    keys = {"vllm_is_correction_type": "tis", "vllm_is_truncated_threshold": (0.0, part.hi)}
+        keys = {OR_TYPE: "icepop", OR_THRESHOLD: (part.lo, part.hi)}
+        return Entry(keys, part.level == "token", OPENRLHF_UNCLAMPED if part.level == "token" else (
+            "OpenRLHF's icepop is per token: closest to verl's sequence IcePop"
+        ))
+    keys = {OR_TYPE: "tis", OR_THRESHOLD: (0.0, part.hi)}
     if part.level == "sequence":
         return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token TIS")
     return Entry(
@@ -294,7 +298,7 @@ def _openrlhf_is(part: Part) -> Entry:
 
 def _openrlhf_geo(part: Part) -> Entry:
     lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
-    keys = {"vllm_is_correction_type": "seq-mask-tis", "vllm_is_truncated_threshold": (lo, hi)}
+    keys = {OR_TYPE: "seq-mask-tis", OR_THRESHOLD: (lo, hi)}
     return Entry(
         keys,
         False,
@@ -315,21 +319,27 @@ OPENRLHF_TABLE: Table = {
 OPENRLHF_DEFAULT = lacking("OpenRLHF", "rejection of this kind")
 
 
+def openrlhf_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
+    """The switch goes first when a correction type is set."""
+    return ({OR_ENABLE: True, **keys} if keys else keys), [], True
+
+
 def openrlhf_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {openrlhf.PIN.version}: flags of openrlhf.cli.train_ppo_ray"
     if not config:
-        return "# no --enable_vllm_is_correction: OpenRLHF applies no correction"
-    lo, hi = config["vllm_is_truncated_threshold"]
+        return f"{head}\n# no --{OR_ENABLE}: OpenRLHF applies no correction"
+    lo, hi = config[OR_THRESHOLD]
     return (
-        "--enable_vllm_is_correction \\\n"
-        f"--vllm_is_correction_type {config['vllm_is_correction_type']} \\\n"
-        f"--vllm_is_truncated_threshold {lo!r} {hi!r}"
+        f"{head}\n--{OR_ENABLE} \\\n"
+        f"--{OR_TYPE} {config[OR_TYPE]} \\\n"
+        f"--{OR_THRESHOLD} {lo!r} {hi!r}"
     )
 
 
 def trl_render(config: Mapping[str, Any]) -> str:
     keys = config or {"vllm_importance_sampling_correction": False}
     inner = "".join(f"    {k}={v!r},\n" for k, v in keys.items())
-    return f"GRPOConfig(\n    ...,\n{inner})"
+    return f"# for {trl.PIN.version}: trl.GRPOConfig\nGRPOConfig(\n    ...,\n{inner})"
 
 
 Finish = Callable[[dict[str, Any]], tuple[dict[str, Any], list[str], bool]]
@@ -346,9 +356,11 @@ class Translator:
 TRANSLATORS: dict[str, Translator] = {
     "trl": Translator(TRL_TABLE, TRL_DEFAULT, trl_render),
     "slime": Translator(SLIME_TABLE, SLIME_DEFAULT, slime_render, slime_finish),
-    "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render),
+    "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render, openrlhf_finish),
 }
 """The frameworks rcdiag can translate a configuration for, and their tables."""
+
+FRAMEWORK_PINS = {"trl": trl.PIN, "slime": slime.PIN, "openrlhf": openrlhf.PIN}
 
 
 def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Translation:
@@ -377,6 +389,5 @@ def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Tr
         keys, more, whole = translator.finish(keys)
         notes += more
         exact &= whole
-    if "vllm_is_truncated_threshold" in keys:
-        keys = {"enable_vllm_is_correction": True, **keys}
-    return Translation(keys, translator.render(keys), tuple(notes), exact)
+    version = FRAMEWORK_PINS[framework].version
+    return Translation(keys, translator.render(keys), tuple(notes), exact, version)
