@@ -205,10 +205,8 @@ def open_instruct_rho(
     weights, clipped, lows, highs = [], [], [], []
     for row in rows:
         ells = [max(-10.0, min(10.0, e)) for e in _ells(row)]
-        if sequence:
-            rhos = [math.exp(_sample_mean(ells))] * len(ells)
-        else:
-            rhos = [math.exp(e) for e in ells]
+        geometric = math.exp(_sample_mean(ells))
+        rhos = [geometric] * len(ells) if sequence else [math.exp(e) for e in ells]
         w_row, c_row, l_row, h_row = [], [], [], []
         for r in rhos:
             low = drop[0] > 0 and r < drop[0]
@@ -243,7 +241,9 @@ def open_instruct(rows: Sequence[Row]) -> dict[str, float]:
         "open_instruct/debug/vllm_vs_local_logprob_diff_max": max(diffs),
         "open_instruct/debug/vllm_vs_local_logprob_diff_std": _sample_std(diffs),
         # exp(vllm) · (vllm − local), averaged over the valid tokens
-        "open_instruct/debug/vllm_local_reverse_kl": _mean([math.exp(r) * (r - o) for r, o in valid]),
+        "open_instruct/debug/vllm_local_reverse_kl": _mean(
+            [math.exp(r) * (r - o) for r, o in valid]
+        ),
         "open_instruct/val/rho_weight": math.fsum(x for w in weights for x in w) / n,
         "open_instruct/val/rho_clipfrac": share(clipped),
         "open_instruct/val/rho_drop_frac": (share(lows) + share(highs)),

@@ -163,7 +163,9 @@ def test_translate_token_tis_is_exact_everywhere() -> None:
     }
     assert "# for trl main, 2026-07 (f2cd577)" in trl.snippet and trl.version.startswith("trl main")
     slime = translate("slime", config, "latest")
-    assert slime.exact and "--tis-clip 2.0" in slime.snippet and "slime main, 2026-08" in slime.snippet
+    assert (
+        slime.exact and "--tis-clip 2.0" in slime.snippet and "slime main, 2026-08" in slime.snippet
+    )
     openrlhf = translate("openrlhf", config, "latest")
     assert openrlhf.exact
     assert openrlhf.config["algo.advantage.is_correction_threshold"] == (0.0, 2.0)

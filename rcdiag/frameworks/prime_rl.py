@@ -21,7 +21,9 @@ from rcdiag.frameworks.base import Framework, Pin, Source, prefixed
 from rcdiag.metrics.grouped import Kind
 
 ID = "prime_rl"
-PIN = Pin("PrimeIntellect-ai/prime-rl", "main", "559b44772e471d1538537b8805cc77f3824a5e64", "2026-08-21")
+PIN = Pin(
+    "PrimeIntellect-ai/prime-rl", "main", "559b44772e471d1538537b8805cc77f3824a5e64", "2026-08-21"
+)
 
 
 def mismatch_kl(view: TokenView) -> np.ndarray:

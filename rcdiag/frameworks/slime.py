@@ -88,7 +88,10 @@ MIS_YAML = Mis(rs_veto_threshold=1e-4)
 normalisation."""
 
 MIS_VARIANTS: dict[str, tuple[str, Mis]] = {
-    "mis": ("mis.yaml as shipped: token TIS ≤ 2, token RS [0.5, 2], veto 1e-4, batch-normalised", MIS_YAML),
+    "mis": (
+        "mis.yaml as shipped: token TIS ≤ 2, token RS [0.5, 2], veto 1e-4, batch-normalised",
+        MIS_YAML,
+    ),
     "mis_no_veto": ("mis.yaml with rs_veto_threshold null", Mis()),
     "mis_token_clip": (
         "token weights clipped to [0.5, 2]",

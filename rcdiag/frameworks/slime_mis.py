@@ -89,7 +89,8 @@ def mis_plan(options: Mis) -> SlimeMisPlan:
     """What compute_mis_weights does: weights at tis_level (log ratio clamped to ±20) bounded by
     tis_mode (``mask`` keeps them and drops the tokens outside the bounds), then, with use_rs, the
     tokens (or rows) whose rs_level ratio leaves the RS bounds are dropped, and the veto drops whole
-    rows (a valid token with unclamped ℓ < ln τ); tis_batch_normalize divides by the batch mean of the weights."""
+    rows (a valid token with unclamped ℓ < ln τ); tis_batch_normalize divides by the batch mean of
+    the weights."""
     ratio = Ratio(options.tis_level, SAFETY_BOUND)
     lo, hi = options.lower, options.tis_upper_bound
     rules: list[Rule] = []
@@ -185,7 +186,10 @@ class SlimeMisLogged(Component):
             out["mis_rs_mask_fraction_low"] = get("mis_rs_mask_fraction_low") / rows
             out["mis_rs_mask_fraction_high"] = get("mis_rs_mask_fraction_high") / rows
             if options.rs_veto_threshold is not None:
-                for name in ("mis_rs_catastrophic_token_fraction", "mis_rs_catastrophic_seq_fraction"):
+                for name in (
+                    "mis_rs_catastrophic_token_fraction",
+                    "mis_rs_catastrophic_seq_fraction",
+                ):
                     out[name] = get(name) / rows
         out["mis_is_ratio_mean_after_tis_rs"] = get("mis_tis_weight_after_bound") / rows
         if options.tis_batch_normalize:

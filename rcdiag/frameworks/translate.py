@@ -209,7 +209,9 @@ def slime_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]
             return {**builtin, "custom_tis_function_path": SLIME_ICEPOP}, notes, exact
     if keys.get("tis_mode") == "icepop":  # with rejection or batch normalisation: the helper
         keys = {**keys, "tis_mode": "mask"}
-        notes.append(f"token_icepop: {SLIME_MASK} (icepop_function cannot be combined with the helper)")
+        notes.append(
+            f"token_icepop: {SLIME_MASK} (icepop_function cannot be combined with the helper)"
+        )
         exact = False
     full = {**MIS_DEFAULTS, **keys}
     return {k: full[k] for k in MIS_KEYS}, notes, exact
@@ -244,7 +246,9 @@ def slime_render(config: Mapping[str, Any]) -> str:
     if not config:
         return f"{head}\n# no --use-tis: slime applies no correction"
     if "use_rs" not in config:
-        flags = [f"--{k.replace('_', '-')} {yaml_scalar(v)}" for k, v in config.items() if k != "use_tis"]
+        flags = [
+            f"--{k.replace('_', '-')} {yaml_scalar(v)}" for k, v in config.items() if k != "use_tis"
+        ]
         return " \\\n".join([head + "\n--use-tis", *flags])
     lines = [head, "# mis.yaml (examples/train_infer_mismatch_helper)"]
     lines += [f"{k}: {yaml_scalar(v)}" for k, v in config.items()]
@@ -283,9 +287,13 @@ OPENRLHF_UNCLAMPED = "OpenRLHF exponentiates ℓ unclamped (verl clamps it to ±
 def _openrlhf_is(part: Part) -> Entry:
     if part.icepop:
         keys = {OR_TYPE: "icepop", OR_THRESHOLD: (part.lo, part.hi)}
-        return Entry(keys, part.level == "token", OPENRLHF_UNCLAMPED if part.level == "token" else (
-            "OpenRLHF's icepop is per token: closest to verl's sequence IcePop"
-        ))
+        return Entry(
+            keys,
+            part.level == "token",
+            OPENRLHF_UNCLAMPED
+            if part.level == "token"
+            else ("OpenRLHF's icepop is per token: closest to verl's sequence IcePop"),
+        )
     keys = {OR_TYPE: "tis", OR_THRESHOLD: (0.0, part.hi)}
     if part.level == "sequence":
         return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token TIS")
