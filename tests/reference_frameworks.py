@@ -355,6 +355,21 @@ def openrlhf_weights(rows: Sequence[Row], kind: str, low: float, high: float) ->
     return out
 
 
+def openrlhf_logged(rows: Sequence[Row], kind: str, low: float, high: float) -> dict[str, float]:
+    """PolicyLoss.forward's vllm_kl and is_filter_ratio: the share of valid tokens outside the band
+    (token level), or of rows (seq level: filtered.float().mean() over the batch's rows)."""
+    valid = [pair for row in rows for pair in _valid(row)]
+    if kind == "seq-mask-tis":
+        geos = [_exp(_sample_mean(_ells(row))) for row in rows]
+        share = sum(1 for g in geos if not low <= g <= high) / len(rows)
+    else:
+        share = sum(1 for e in _all_ells(rows) if not low <= _exp(e) <= high) / len(valid)
+    return {
+        "openrlhf/vllm_kl": _mean([r - o for r, o in valid]),
+        "openrlhf/is_filter_ratio": share,
+    }
+
+
 def summary(
     rows: Sequence[Row],
     raw: list[list[float]],

@@ -306,9 +306,17 @@ def test_slime_mis_weights_and_masks(case: int) -> None:
 def test_openrlhf_weights(kind: str) -> None:
     rows = make_steps(8, steps=1)[0]
     view = TokenView(ragged(rows, [0] * len(rows)))
-    weights = openrlhf_module.weights(kind, 0.5, 5.0)
+    level, mode, _ = openrlhf_module.MODES[kind]
+    weights = openrlhf_module.weights(level, mode, 0.5, 5.0)
     got = tokens_of(view, weights.applied(view), rows)
     assert_nested(got, ref.openrlhf_weights(rows, kind, 0.5, 5.0), kind)
+    comparison = PresetComparison([NamedConfig("o", {}, openrlhf_module.plan(level, mode))])
+    comparison.update(view.batch)
+    logged = comparison.metrics("o")
+    want = ref.openrlhf_logged(rows, kind, 0.5, 5.0)
+    assert set(logged) == set(want)
+    for name, value in want.items():
+        close(logged[name], value, name)
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -132,7 +132,7 @@ def test_compare_presets_framework_without_modes() -> None:
 def test_presets_framework() -> None:
     code, text, _ = invoke("presets", "--framework", "openrlhf")
     assert code == 0 and "openrlhf:seq-mask-tis" in text
-    assert "algo.advantage.is_correction_type" in text and "OpenRLHF main, 2026-08" in text
+    assert "algo.advantage.is_correction_level" in text and "OpenRLHF 0.11.2 (PyPI)" in text
 
 
 def test_recommend_framework_json(tmp_path: Path) -> None:
@@ -169,7 +169,8 @@ def test_translate_token_tis_is_exact_everywhere() -> None:
     openrlhf = translate("openrlhf", config, "latest")
     assert openrlhf.exact
     assert openrlhf.config["algo.advantage.is_correction_threshold"] == (0.0, 2.0)
-    assert "--algo.advantage.is_correction_enable" in openrlhf.snippet
+    assert openrlhf.config["algo.advantage.is_correction_mode"] == "clip"
+    assert "--algo.advantage.is_correction_level token" in openrlhf.snippet
 
 
 def test_translate_says_what_a_framework_lacks() -> None:

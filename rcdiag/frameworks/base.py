@@ -30,12 +30,19 @@ class Pin:
     branch: str
     commit: str
     date: str
-    """The commit's date, ``YYYY-MM-DD``."""
+    """The commit's date, ``YYYY-MM-DD`` (a release: the date its files were built)."""
+    release: str | None = None
+    """Set where the source read is a published release newer than the branch's mirrored head
+    (its version on PyPI); ``commit`` then names the release, not a commit."""
 
     @property
     def version(self) -> str:
-        """``<repo name> <branch>, YYYY-MM (<short commit>)``, e.g. ``slime main, 2026-08 (624b824)``."""
-        return f"{self.repo.split('/')[-1]} {self.branch}, {self.date[:7]} ({self.commit[:7]})"
+        """``<repo name> <branch>, YYYY-MM (<short commit>)``, e.g. ``slime main, 2026-08 (624b824)``,
+        or ``<repo name> <release> (PyPI), YYYY-MM`` for a release."""
+        name = self.repo.split("/")[-1]
+        if self.release is not None:
+            return f"{name} {self.release} (PyPI), {self.date[:7]}"
+        return f"{name} {self.branch}, {self.date[:7]} ({self.commit[:7]})"
 
 
 @dataclass(frozen=True)

@@ -280,39 +280,35 @@ def yaml_scalar(value: Any) -> str:
 # ----------------------------------------------------------------------------------------------
 # OpenRLHF (train_ppo_ray flags)
 
-OR_ENABLE, OR_TYPE, OR_THRESHOLD = openrlhf.ENABLE, openrlhf.TYPE, openrlhf.THRESHOLD
 OPENRLHF_UNCLAMPED = "OpenRLHF exponentiates ℓ unclamped (verl clamps it to ±20)"
 
 
 def _openrlhf_is(part: Part) -> Entry:
     if part.icepop:
-        keys = {OR_TYPE: "icepop", OR_THRESHOLD: (part.lo, part.hi)}
+        keys = openrlhf.config("token", "mask", part.lo, part.hi)
+        if part.level == "token":
+            return Entry(keys, True, OPENRLHF_UNCLAMPED)
         return Entry(
-            keys,
-            part.level == "token",
-            OPENRLHF_UNCLAMPED
-            if part.level == "token"
-            else ("OpenRLHF's icepop is per token: closest to verl's sequence IcePop"),
+            keys, False, "OpenRLHF gates a sequence by its geometric mean only: closest, token mask"
         )
-    keys = {OR_TYPE: "tis", OR_THRESHOLD: (0.0, part.hi)}
+    keys = openrlhf.config("token", "clip", 0.0, part.hi)
     if part.level == "sequence":
-        return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token TIS")
+        return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token clip")
     return Entry(
         keys,
         True,
-        f"its tis clamps to [low, high]; low 0 makes it truncation. {OPENRLHF_UNCLAMPED}",
+        f"its clip mode clamps to [low, high]; low 0 makes it truncation. {OPENRLHF_UNCLAMPED}",
     )
 
 
 def _openrlhf_geo(part: Part) -> Entry:
     lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
-    keys = {OR_TYPE: "seq-mask-tis", OR_THRESHOLD: (lo, hi)}
     return Entry(
-        keys,
+        openrlhf.config("seq", "mask", lo, hi),
         False,
-        "closest: seq-mask-tis zeroes the weight of sequences whose geometric-mean ratio leaves "
-        "the band, and weights the others by the untruncated token ratio (one correction type at "
-        "a time: it replaces the token TIS)",
+        "closest: level seq zeroes the weight of sequences whose geometric-mean ratio leaves "
+        "the band, and weights the others by the untruncated token ratio (one gate at a time: it "
+        "replaces the token TIS)",
     )
 
 
@@ -327,20 +323,14 @@ OPENRLHF_TABLE: Table = {
 OPENRLHF_DEFAULT = lacking("OpenRLHF", "rejection of this kind")
 
 
-def openrlhf_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
-    """The switch goes first when a correction type is set."""
-    return ({OR_ENABLE: True, **keys} if keys else keys), [], True
-
-
 def openrlhf_render(config: Mapping[str, Any]) -> str:
     head = f"# for {openrlhf.PIN.version}: flags of openrlhf.cli.train_ppo_ray"
     if not config:
-        return f"{head}\n# no --{OR_ENABLE}: OpenRLHF applies no correction"
-    lo, hi = config[OR_THRESHOLD]
-    return (
-        f"{head}\n--{OR_ENABLE} \\\n"
-        f"--{OR_TYPE} {config[OR_TYPE]} \\\n"
-        f"--{OR_THRESHOLD} {lo!r} {hi!r}"
+        return f"{head}\n# --{openrlhf.LEVEL} off (its default): OpenRLHF applies no correction"
+    lo, hi = config[openrlhf.THRESHOLD]
+    flags = [f"--{k} {v}" for k, v in config.items() if k != openrlhf.THRESHOLD]
+    return " \\\n".join(
+        [head + "\n" + flags[0], *flags[1:], f"--{openrlhf.THRESHOLD} {lo!r} {hi!r}"]
     )
 
 
@@ -364,7 +354,7 @@ class Translator:
 TRANSLATORS: dict[str, Translator] = {
     "trl": Translator(TRL_TABLE, TRL_DEFAULT, trl_render),
     "slime": Translator(SLIME_TABLE, SLIME_DEFAULT, slime_render, slime_finish),
-    "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render, openrlhf_finish),
+    "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render),
 }
 """The frameworks rcdiag can translate a configuration for, and their tables."""
 
