@@ -1,0 +1,200 @@
+"""Every configuration rcdiag writes in another framework's keys — its presets' ``config`` and the
+translations of ``recommend --framework`` — is accepted by that framework's own config class or
+argument parser (tests/framework_packages.py loads the one module), or, for frameworks not on
+PyPI, uses only keys read from the pinned commit (the lists below cite it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from framework_packages import (
+    isolated_modules,
+    load_module,
+    main_block_parser,
+    package_file,
+)
+
+from rcdiag.correction.presets import PRESETS
+from rcdiag.frameworks import FRAMEWORKS
+from rcdiag.frameworks.translate import TRANSLATORS, translate
+
+pytestmark = pytest.mark.xdist_group("framework_configs")
+
+
+def translations(framework: str) -> Iterator[tuple[str, Any]]:
+    """The translation of every verl preset of both dialects (the configurations recommend can
+    print are made of the same mechanisms)."""
+    for dialect, presets in PRESETS.items():
+        for name, preset in presets.items():
+            yield f"{dialect}:{name}", translate(framework, dict(preset.config), dialect)
+
+
+def flags(snippet: str) -> list[str]:
+    """The command-line words of a snippet (comment lines and line continuations left out)."""
+    lines = [line for line in snippet.splitlines() if not line.startswith("#")]
+    return shlex.split(" ".join(line.rstrip("\\") for line in lines))
+
+
+# ------------------------------------------------------------------------------------------------
+# verl (PyPI verl 0.9.1): rcdiag's presets are verl's RolloutCorrectionConfig presets
+
+
+@pytest.fixture(scope="module")
+def verl_config() -> Iterator[Any]:
+    base = package_file("verl", "verl/base_config.py")
+    algorithm = package_file("verl", "verl/trainer/config/algorithm.py")
+    with isolated_modules():
+        load_module("verl.base_config", base)
+        yield load_module("verl.trainer.config.algorithm", algorithm).RolloutCorrectionConfig
+
+
+def test_verl_accepts_every_latest_preset(verl_config: Any) -> None:
+    for name, preset in PRESETS["latest"].items():
+        config = verl_config(**dict(preset.config))
+        made = getattr(verl_config, name, None)
+        if made is not None:  # verl's own preset of that name: the same keys and values
+            assert asdict(made()) == asdict(config), name
+
+
+# ------------------------------------------------------------------------------------------------
+# TRL (PyPI trl 1.16.0): GRPOConfig, warning-free (no deprecated key)
+
+
+@pytest.fixture(scope="module")
+def grpo_config() -> Any:
+    package_file("trl", "trl/trainer/grpo_config.py")
+    pytest.importorskip("transformers", reason="TRL's GRPOConfig subclasses transformers'")
+    from trl.trainer.grpo_config import GRPOConfig  # one module (and transformers)
+
+    return GRPOConfig
+
+
+def _trl_configs() -> Iterator[tuple[str, dict[str, Any]]]:
+    for preset in FRAMEWORKS["trl"].presets:
+        yield preset.name, dict(preset.config)
+    for name, done in translations("trl"):
+        yield name, done.config or {"vllm_importance_sampling_correction": False}
+
+
+def test_trl_grpo_config_accepts_every_configuration(grpo_config: Any, tmp_path: Path) -> None:
+    for name, keys in _trl_configs():
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            config = grpo_config(
+                output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", **keys
+            )
+        deprecated = [str(w.message) for w in seen if "vllm_importance_sampling" in str(w.message)]
+        assert not deprecated, (name, deprecated)
+        for key, value in keys.items():
+            assert getattr(config, key) == value, (name, key)
+
+
+# ------------------------------------------------------------------------------------------------
+# OpenRLHF (PyPI openrlhf 0.11.2): train_ppo_ray's own parser on the snippet's words
+
+
+@pytest.fixture(scope="module")
+def openrlhf_parser() -> argparse.ArgumentParser:
+    path = package_file("openrlhf", "openrlhf/cli/train_ppo_ray.py")
+    return main_block_parser(path, {"argparse": argparse, "datetime": datetime.datetime})
+
+
+def test_openrlhf_parser_accepts_every_snippet(openrlhf_parser: argparse.ArgumentParser) -> None:
+    for name, done in translations("openrlhf"):
+        args = openrlhf_parser.parse_args(flags(done.snippet))
+        for key, value in done.config.items():
+            got = getattr(args, key)
+            assert (tuple(got) if isinstance(got, list) else got) == value, (name, key)
+    for preset in FRAMEWORKS["openrlhf"].presets:
+        words = []
+        for key, value in preset.config.items():
+            words += [f"--{key}", *map(str, value if isinstance(value, tuple) else [value])]
+        args = openrlhf_parser.parse_args(words)
+        assert getattr(args, "algo.advantage.is_correction_level") != "off", preset.name
+
+
+def test_openrlhf_parser_rejects_the_april_flags(openrlhf_parser: argparse.ArgumentParser) -> None:
+    """The check can fail: the flags of OpenRLHF's main of April–August 2026 are refused."""
+    with pytest.raises(SystemExit):
+        openrlhf_parser.parse_args(["--algo.advantage.is_correction_enable"])
+
+
+# ------------------------------------------------------------------------------------------------
+# slime (not on PyPI): keys read from THUDM/slime main at 624b824 (2026-08-21)
+
+SLIME_MIS_YAML_KEYS = (
+    "use_tis",
+    "use_rs",
+    "tis_level",
+    "rs_level",
+    "tis_mode",
+    "tis_lower_bound",
+    "tis_upper_bound",
+    "rs_lower_bound",
+    "rs_upper_bound",
+    "rs_veto_threshold",
+    "tis_batch_normalize",
+)
+"""examples/train_infer_mismatch_helper/mis.yaml at 624b824, in its order: mis.py reads every one
+(``args.<key>``), so a YAML lacking one fails with AttributeError."""
+SLIME_FLAGS = ("--use-tis", "--tis-clip", "--tis-clip-low", "--custom-tis-function-path")
+"""slime/utils/arguments.py at 624b824: the built-in TIS flags."""
+SLIME_CHOICES = {
+    "tis_level": {"token", "sequence", "geometric"},
+    "rs_level": {"token", "sequence", "geometric"},
+    "tis_mode": {"truncate", "clip", "mask"},
+}
+"""The values compute_mis_weights accepts (it raises ValueError on others)."""
+
+
+def _check_mis_yaml(name: str, config: dict[str, Any], text: str) -> None:
+    loaded = yaml.safe_load(text)
+    assert tuple(loaded) == SLIME_MIS_YAML_KEYS, name
+    for key, allowed in SLIME_CHOICES.items():
+        assert loaded[key] in allowed, (name, key)
+    for key, value in config.items():
+        assert loaded[key] == value and type(loaded[key]) is type(value), (name, key)
+
+
+def test_slime_configurations_use_the_pinned_keys() -> None:
+    for name, done in translations("slime"):
+        if "mis.yaml" in done.snippet:
+            body = [line for line in done.snippet.splitlines() if not line.startswith("#")]
+            _check_mis_yaml(name, done.config, "\n".join(body))
+        elif done.config:
+            words = flags(done.snippet)
+            assert {w for w in words if w.startswith("--")} <= set(SLIME_FLAGS), name
+    for preset in FRAMEWORKS["slime"].presets:
+        if "tis_level" in preset.config:
+            text = yaml.safe_dump(dict(preset.config), sort_keys=False)
+            _check_mis_yaml(preset.name, dict(preset.config), text)
+        else:
+            assert {f"--{k.replace('_', '-')}" for k in preset.config} <= set(SLIME_FLAGS)
+
+
+def test_slime_float_format_survives_safe_load() -> None:
+    """PyYAML reads 1e-10 as a string: the YAML rcdiag writes keeps every float a float."""
+    config = {**dict(FRAMEWORKS["slime"].presets[2].config), "rs_veto_threshold": 1e-10}
+    from rcdiag.frameworks.translate import slime_render
+
+    body = [line for line in slime_render(config).splitlines() if not line.startswith("#")]
+    assert yaml.safe_load("\n".join(body))["rs_veto_threshold"] == 1e-10
+
+
+def test_every_translator_has_a_check() -> None:
+    checked = {"trl", "slime", "openrlhf"}
+    assert set(TRANSLATORS) <= checked | EXTRA_CHECKED
+
+
+EXTRA_CHECKED: set[str] = set()
+"""Translators checked by the tests below this file's first part (added with them)."""
