@@ -11,7 +11,7 @@ import datetime
 import shlex
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -191,10 +191,97 @@ def test_slime_float_format_survives_safe_load() -> None:
     assert yaml.safe_load("\n".join(body))["rs_veto_threshold"] == 1e-10
 
 
+# ------------------------------------------------------------------------------------------------
+# SkyRL (PyPI skyrl 0.3.0): OffPolicyCorrectionConfig, reached through the trainer's config tree
+
+
+@dataclass
+class _EnvConfig:
+    """Stands in for the two environment configs config.py imports from skyrl_gym."""
+
+
+@pytest.fixture(scope="module")
+def skyrl_config() -> Iterator[Any]:
+    path = package_file("skyrl", "skyrl/train/config/config.py")
+    pytest.importorskip("omegaconf", reason="SkyRL's config module imports omegaconf")
+    packages = ("skyrl_gym", "skyrl_gym.envs", "skyrl_gym.envs.search", "skyrl_gym.envs.sql")
+    stubs: dict[str, dict[str, Any]] = {name: {"__path__": []} for name in packages}
+    stubs["skyrl_gym.envs.search.env"] = {"SearchEnvConfig": _EnvConfig}
+    stubs["skyrl_gym.envs.sql.env"] = {"Text2SQLEnvConfig": _EnvConfig}
+    with isolated_modules(stubs):
+        yield load_module("skyrl.train.config.config", path)
+
+
+def test_skyrl_config_accepts_every_configuration(skyrl_config: Any) -> None:
+    from omegaconf import OmegaConf
+
+    def check(name: str, keys: dict[str, Any]) -> None:
+        if not keys:  # no correction: nothing set
+            return
+        tree = OmegaConf.to_container(OmegaConf.from_dotlist([f"{k}={v}" for k, v in keys.items()]))
+        assert isinstance(tree, dict)
+        section = tree["trainer"]["algorithm"]["off_policy_correction"]
+        config = skyrl_config.OffPolicyCorrectionConfig.from_dict_config(OmegaConf.create(section))
+        for key, value in keys.items():
+            assert getattr(config, key.rsplit(".", 1)[1]) == value, (name, key)
+
+    names = {f.name for f in fields(skyrl_config.SkyRLTrainConfig)}
+    assert "trainer" in names  # the path the keys take: trainer.algorithm.off_policy_correction
+    assert "algorithm" in {f.name for f in fields(skyrl_config.TrainerConfig)}
+    assert "off_policy_correction" in {f.name for f in fields(skyrl_config.AlgorithmConfig)}
+    for preset in FRAMEWORKS["skyrl"].presets:
+        check(preset.name, dict(preset.config))
+    for name, done in translations("skyrl"):
+        check(name, done.config)
+        lines = [line for line in done.snippet.splitlines() if not line.startswith("#")]
+        assert [line.split("=", 1)[0] for line in lines] == list(done.config), name
+
+
+# ------------------------------------------------------------------------------------------------
+# NeMo-RL (not on PyPI): keys read from NVIDIA-NeMo/RL main at 7ea279a (2026-08-22)
+
+NEMO_KEYS = {
+    "loss_fn": {
+        "use_importance_sampling_correction",
+        "truncated_importance_sampling_type",
+        "truncated_importance_sampling_ratio",
+        "truncated_importance_sampling_ratio_min",
+        "sequence_level_importance_ratios",
+    },
+    "grpo": {"seq_logprob_error_threshold"},
+}
+"""ClippedPGLossConfig (nemo_rl/algorithms/loss/loss_functions.py) and GRPOConfig
+(nemo_rl/algorithms/grpo.py) fields at 7ea279a; both allow extra keys, so a misspelt one would be
+ignored silently: the list is the check."""
+NEMO_TYPES = {"tis", "icepop", "seq-mask-tis"}
+
+
+def _check_nemo(name: str, config: dict[str, Any]) -> None:
+    loss: dict[str, Any] = {}
+    for key, value in config.items():
+        section, field_name = key.split(".", 1)
+        assert field_name in NEMO_KEYS[section], (name, key)
+        if section == "loss_fn":
+            loss[field_name] = value
+    kind = loss.get("truncated_importance_sampling_type")
+    if kind is not None:  # ClippedPGLossFn.__init__'s assertions
+        high = loss["truncated_importance_sampling_ratio"]
+        low = loss.get("truncated_importance_sampling_ratio_min")
+        assert kind in NEMO_TYPES and high > 0, name
+        assert low is None or low <= high, name
+        assert kind == "tis" or low is not None, name
+
+
+def test_nemo_rl_configurations_use_the_pinned_keys() -> None:
+    for preset in FRAMEWORKS["nemo_rl"].presets:
+        _check_nemo(preset.name, dict(preset.config))
+    for name, done in translations("nemo_rl"):
+        _check_nemo(name, done.config)
+        body = [line for line in done.snippet.splitlines() if not line.startswith("#")]
+        loaded = yaml.safe_load("\n".join(body))
+        flat = {f"{s}.{k}": v for s, section in loaded.items() for k, v in section.items()}
+        assert flat == (done.config or flat), name
+
+
 def test_every_translator_has_a_check() -> None:
-    checked = {"trl", "slime", "openrlhf"}
-    assert set(TRANSLATORS) <= checked | EXTRA_CHECKED
-
-
-EXTRA_CHECKED: set[str] = set()
-"""Translators checked by the tests below this file's first part (added with them)."""
+    assert set(TRANSLATORS) == {"trl", "slime", "openrlhf", "skyrl", "nemo_rl"}

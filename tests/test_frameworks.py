@@ -13,7 +13,8 @@ from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask, ratio_tokens
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
+from rcdiag.frameworks import FRAMEWORKS, parse_frameworks, skyrl_modes
+from rcdiag.frameworks import nemo_rl_modes as nemo_modes
 from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module
 from rcdiag.frameworks import trl as trl_module
@@ -390,3 +391,71 @@ def test_slime_tis_metrics() -> None:
     # the built-in TIS logs no mis_ metric (only the MIS helper does)
     names = {"train_rollout_logprob_abs_diff", "tis", "tis_clipfrac", "tis_abs"}
     assert set(got) == {f"slime/{name}" for name in names}
+
+
+@pytest.mark.parametrize("name", list(nemo_modes.MODES))
+def test_nemo_rl_modes(name: str) -> None:
+    """Every NeMo-RL mode's weights, kept rows, summary figures and logged metrics."""
+    options = nemo_modes.MODES[name][1]
+    rows = make_steps(5, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    plan = nemo_modes.plan(**options)
+    want_w, want_keep, want_metrics = ref.nemo_mode(rows, **options)
+    if plan.weights is not None:
+        assert want_w is not None
+        assert_nested(tokens_of(view, plan.weights.applied(view), rows), want_w, "weights")
+    comparison = PresetComparison([NamedConfig(name, {}, plan)])
+    comparison.update(view.batch)
+    raw = [[ref._exp(e) for e in ref._ells(row)] for row in rows]
+    for figure, value in ref.summary(rows, raw, want_w, want_keep).items():
+        got = comparison.summary(name)[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    logged = comparison.metrics(name)
+    assert set(logged) == set(want_metrics)
+    for metric, value in want_metrics.items():
+        close(logged[metric], value, metric)
+
+
+SKYRL_REFERENCE = {
+    "token_tis": {"tis": "token"},
+    "sequence_tis": {"tis": "sequence"},
+    "geometric_mask": {"seq_mask": "geometric"},
+    "product_mask": {"seq_mask": "product"},
+    "outlier_token_mask": {"outlier": (1e-4, 100.0)},
+    "token_mask": {"token_mask": (0.5, 2.0)},
+}
+
+
+@pytest.mark.parametrize("name", list(skyrl_modes.MODES))
+def test_skyrl_modes(name: str) -> None:
+    """Every SkyRL mode's weights, kept tokens, summary figures and logged metrics."""
+    plan = skyrl_modes.plan(skyrl_modes.MODES[name][1])
+    rows = make_steps(9, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    want_w, want_keep, want_metrics = ref.skyrl_mode(rows, **SKYRL_REFERENCE[name])
+    if plan.weights is not None:
+        assert want_w is not None
+        assert_nested(tokens_of(view, plan.weights.applied(view), rows), want_w, "weights")
+    comparison = PresetComparison([NamedConfig(name, {}, plan)])
+    comparison.update(view.batch)
+    clamp = 20.0
+    raw = []
+    for row in rows:
+        ells = ref._ells(row)
+        if name == "sequence_tis":
+            raw.append([math.exp(max(-clamp, min(clamp, math.fsum(ells))))] * len(ells))
+        else:
+            raw.append([math.exp(max(-clamp, min(clamp, e))) for e in ells])
+    for figure, value in ref.summary(rows, raw, want_w, want_keep).items():
+        got = comparison.summary(name)[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    logged = comparison.metrics(name)
+    assert set(logged) == set(want_metrics)
+    for metric, value in want_metrics.items():
+        close(logged[metric], value, metric)

@@ -125,8 +125,8 @@ def test_compare_presets_framework_beside_verl(tmp_path: Path) -> None:
 
 
 def test_compare_presets_framework_without_modes() -> None:
-    code, _, err = invoke("compare-presets", str(DRIFT), "--framework", "nemo_rl")
-    assert code == 2 and "dry-runs no correction mode of NeMo-RL" in err
+    code, _, err = invoke("compare-presets", str(DRIFT), "--framework", "prime_rl")
+    assert code == 2 and "dry-runs no correction mode of prime-rl" in err
 
 
 def test_presets_framework() -> None:
@@ -145,8 +145,16 @@ def test_recommend_framework_json(tmp_path: Path) -> None:
 
 
 def test_recommend_framework_without_table() -> None:
-    code, _, err = invoke("recommend", str(DRIFT), "--framework", "skyrl")
-    assert code == 2 and "tables exist for trl, slime, openrlhf" in err
+    code, _, err = invoke("recommend", str(DRIFT), "--framework", "prime_rl")
+    assert code == 2 and "tables exist for trl, slime, openrlhf, nemo_rl, skyrl" in err
+
+
+@pytest.mark.parametrize("framework", ["nemo_rl", "skyrl"])
+def test_recommend_and_compare_presets_for_more_frameworks(framework: str) -> None:
+    code, text, _ = invoke("recommend", str(DRIFT), "--framework", framework)
+    assert code == 0 and FRAMEWORKS[framework].pin.version in text
+    code, text, _ = invoke("compare-presets", str(DRIFT), "--framework", framework)
+    assert code == 0 and f"{framework}:" in text
 
 
 def latest(name: str) -> dict:
@@ -209,7 +217,7 @@ def test_translate_legacy_veto_to_slime() -> None:
 
 
 @pytest.mark.parametrize("name", list(PRESETS["latest"]))
-@pytest.mark.parametrize("framework", ["trl", "slime", "openrlhf"])
+@pytest.mark.parametrize("framework", ["trl", "slime", "openrlhf", "nemo_rl", "skyrl"])
 def test_every_preset_translates(framework: str, name: str) -> None:
     done = translate(framework, latest(name), "latest")
     assert done.snippet and (done.exact or done.notes)

@@ -2,10 +2,10 @@
 
 A framework mode is a :class:`ModePlan`: how the framework turns the log ratio ℓ into IS weights
 (:class:`Weights`), which tokens or rows it drops from the loss mask (:class:`Band`, :class:`Veto`,
-:class:`TrustRegion`) and whether it renormalises the weights over the batch. Everything is computed
-on the shared :class:`~rcdiag.correction.view.TokenView` of a batch, memoised by the part it
-depends on: two modes with the same weights (or the same weights as a verl preset: a clamped token
-ratio is verl's ``raw_weights``) share one pass over the tokens.
+:class:`OutlierRows`, :class:`MeanExpAbsRows`) and whether it renormalises the weights over the
+batch. Everything is computed on the shared :class:`~rcdiag.correction.view.TokenView` of a batch,
+memoised by the part it depends on: two modes with the same weights (or the same weights as a verl
+preset: a clamped token ratio is verl's ``raw_weights``) share one pass over the tokens.
 
 The summary figures (:data:`~rcdiag.correction.compare.SUMMARY_FIGURES`) come from
 :class:`ExternalOutcome`, with the same statistics as verl's
@@ -26,7 +26,7 @@ from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.importance import raw_weights
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, Bool, segment_max
+from rcdiag.metrics.ragged import F64, Bool
 
 Level = Literal["token", "sequence", "geometric"]
 
@@ -164,26 +164,47 @@ class Veto:
 
 
 @dataclass(frozen=True)
-class TrustRegion:
-    """slime's sequence trust region: ``max`` drops a row whose largest ½ℓ² exceeds the threshold,
-    ``avg`` one whose mean of e^(−ℓ) − 1 + ℓ does (raw ℓ; an empty row gives 0)."""
+class OutlierRows:
+    """A row holding a valid token whose ratio exp(clamp ℓ) lies below ``lo`` or above ``hi`` is
+    dropped (SkyRL's outlier-token mask; None: no bound on that side)."""
 
-    kind: Literal["max", "avg"]
-    threshold: float
-
-    def statistic(self, view: TokenView) -> F64:
-        ell = view.log_ratio
-        if self.kind == "max":
-            half_sq = 0.5 * ell * ell
-            top = segment_max(view.valid(half_sq, -np.inf), view.offsets)
-            return np.where(view.nonempty, top, 0.0)
-        return view.row_mean(np.expm1(-ell) + ell)
+    lo: float | None
+    hi: float | None
+    clamp: float | None = 20.0
 
     def keep_rows(self, view: TokenView) -> Bool:
-        return self.statistic(view) <= self.threshold
+        r = ratio_tokens(view, Ratio("token", self.clamp))
+        out = np.zeros(r.size, dtype=bool)
+        if self.lo is not None:
+            out |= r < self.lo
+        if self.hi is not None:
+            out |= r > self.hi
+        return view.count(out) == 0
 
 
-Rule = Band | Veto | TrustRegion
+@dataclass(frozen=True)
+class MeanExpAbsRows:
+    """A row whose mean of e^|ℓ| over its valid tokens exceeds the threshold is dropped (NeMo-RL's
+    ``seq_logprob_error_threshold``; an empty row, 0, is kept)."""
+
+    threshold: float
+
+    def keep_rows(self, view: TokenView) -> Bool:
+        return mean_exp_abs_rows(view) <= self.threshold
+
+
+def mean_exp_abs_rows(view: TokenView) -> F64:
+    """Per row the mean of e^|ℓ| over its valid tokens (0 for an empty row)."""
+
+    def compute() -> F64:
+        with np.errstate(over="ignore"):
+            sums = view.row_sum(view.valid(np.exp(np.abs(view.log_ratio))))
+        return np.where(view.nonempty, sums / np.maximum(view.n, 1.0), 0.0)
+
+    return view.memo(("mean_exp_abs_rows",), compute)
+
+
+Rule = Band | Veto | OutlierRows | MeanExpAbsRows
 
 
 def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:

@@ -21,6 +21,7 @@ import numpy as np
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Source, abs_log_ratio, prefixed, rho
+from rcdiag.frameworks.nemo_rl_modes import PRESETS
 from rcdiag.metrics.grouped import Kind
 
 ID = "nemo_rl"
@@ -141,5 +142,6 @@ FRAMEWORK = Framework(
         "over its rows with valid tokens: exact (sampling_importance_ratio as with the default "
         "token-level weights; sequence_level_importance_ratios changes it)"
     ),
+    presets=PRESETS,
     aliases=("nemo-rl", "nemorl"),
 )

@@ -20,6 +20,7 @@ from typing import ClassVar
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, unbiased_std
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Source, abs_log_ratio, prefixed
+from rcdiag.frameworks.skyrl_modes import PRESETS
 from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.offpolicy import SAFETY_BOUND
 
@@ -97,6 +98,7 @@ FRAMEWORK = Framework(
     ),
     pin=PIN,
     metrics=(SkyrlAbsDiff(), SkyrlLogged()),
+    presets=PRESETS,
     aggregation=(
         "policy/rollout_train_logprobs_abs_diff_*: the whole training batch of the step, exact; "
         "is_ratio_mean / is_ratio_max: per micro-batch, logged only with a correction on (rcdiag "

@@ -9,85 +9,26 @@ so — or says the framework lacks it (docs/frameworks.md, "Recommendations").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.correction.config import CorrectionPlan, parse_config
+from rcdiag.correction.config import parse_config
 from rcdiag.dialects import Dialect
 from rcdiag.frameworks import openrlhf, slime, trl
 from rcdiag.frameworks.base import Translation
 from rcdiag.frameworks.slime_mis import MIS_KEYS
-
-
-@dataclass(frozen=True)
-class Part:
-    """One mechanism of a verl configuration.
-
-    ``kind``: ``is`` (``level``, ``icepop``, ``lo``, ``hi``), ``criterion`` (``option``; ``lo``,
-    ``hi`` as verl parses them), ``legacy_rs`` (``level``; keep ``lo`` ≤ ratio ≤ ``hi``), ``veto``
-    (``hi`` = τ) or ``batch_norm``.
-    """
-
-    kind: str
-    level: str = ""
-    option: str = ""
-    icepop: bool = False
-    lo: float = 0.0
-    hi: float = math.inf
-
-
-def parts(plan: CorrectionPlan) -> list[Part]:
-    """The mechanisms of a parsed verl configuration, IS first."""
-    out: list[Part] = []
-    if plan.importance is not None:
-        imp = plan.importance
-        out.append(Part("is", level=imp.level, icepop=imp.icepop, lo=imp.lo, hi=imp.hi))
-        if imp.batch_normalize:
-            out.append(Part("batch_norm", level=imp.level))
-    out += [Part("criterion", option=c.option, lo=c.lo, hi=c.hi) for c in plan.criteria]
-    if plan.legacy_rejection is not None:
-        rule = plan.legacy_rejection
-        out.append(Part("legacy_rs", level=rule.level, lo=rule.lower, hi=rule.upper))
-    if plan.veto_threshold is not None:
-        out.append(Part("veto", hi=plan.veto_threshold))
-    return out
-
-
-def ratio_band(part: Part) -> tuple[float, float]:
-    """The band on π_train/π_rollout a k1 criterion keeps: [1/hi, 1/lo] (docs/correction.md)."""
-    return 1.0 / part.hi, (math.inf if part.lo == 0 else 1.0 / part.lo)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """What a framework's table says for one mechanism: the keys it sets, whether the math is the
-    same, and a note (what differs, or that the framework lacks it)."""
-
-    keys: Mapping[str, Any]
-    exact: bool
-    note: str | None = None
-
-
-Table = Mapping[str, Callable[[Part], Entry]]
-"""A framework's table: mechanism name (:func:`mechanism`) → its entry."""
-
-
-def mechanism(part: Part) -> str:
-    """The table key of a mechanism: ``token_tis``, ``sequence_icepop``, ``seq_mean_k1``, …"""
-    if part.kind == "is":
-        return f"{part.level}_{'icepop' if part.icepop else 'tis'}"
-    if part.kind == "criterion":
-        return part.option
-    if part.kind == "legacy_rs":
-        return f"legacy_{part.level}_rs"
-    return part.kind
-
-
-def lacking(title: str, what: str, closest: str = "left out") -> Callable[[Part], Entry]:
-    return lambda part: Entry({}, False, f"{title} has no {what}: {closest}.")
-
+from rcdiag.frameworks.translate_base import (
+    Entry,
+    Part,
+    Table,
+    Translator,
+    lacking,
+    mechanism,
+    parts,
+    ratio_band,
+    yaml_scalar,
+)
+from rcdiag.frameworks.translate_more import MORE_PINS, MORE_TRANSLATORS
 
 # ----------------------------------------------------------------------------------------------
 # TRL (GRPOConfig keys)
@@ -255,28 +196,6 @@ def slime_render(config: Mapping[str, Any]) -> str:
     return "\n".join(lines) + f"\n# then run slime with: --use-tis {MIS_FLAGS}"
 
 
-def yaml_scalar(value: Any) -> str:
-    """A scalar as PyYAML's safe_load reads it back with its type: a float always with a dot and
-    a signed exponent (``1.0e-10``; ``1e-10`` would be read as a string), None as null."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float):
-        if math.isinf(value):
-            return ".inf" if value > 0 else "-.inf"
-        text = repr(value)
-        if "e" not in text:
-            return text
-        mantissa, exponent = text.split("e")
-        mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
-        exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
-        return f"{mantissa}e{exponent}"
-    return str(value)
-
-
 # ----------------------------------------------------------------------------------------------
 # OpenRLHF (train_ppo_ray flags)
 
@@ -340,17 +259,6 @@ def trl_render(config: Mapping[str, Any]) -> str:
     return f"# for {trl.PIN.version}: trl.GRPOConfig\nGRPOConfig(\n    ...,\n{inner})"
 
 
-Finish = Callable[[dict[str, Any]], tuple[dict[str, Any], list[str], bool]]
-
-
-@dataclass(frozen=True)
-class Translator:
-    table: Table
-    default: Callable[[Part], Entry]
-    render: Callable[[Mapping[str, Any]], str]
-    finish: Finish | None = None
-
-
 TRANSLATORS: dict[str, Translator] = {
     "trl": Translator(TRL_TABLE, TRL_DEFAULT, trl_render),
     "slime": Translator(SLIME_TABLE, SLIME_DEFAULT, slime_render, slime_finish),
@@ -358,7 +266,9 @@ TRANSLATORS: dict[str, Translator] = {
 }
 """The frameworks rcdiag can translate a configuration for, and their tables."""
 
-FRAMEWORK_PINS = {"trl": trl.PIN, "slime": slime.PIN, "openrlhf": openrlhf.PIN}
+TRANSLATORS.update(MORE_TRANSLATORS)
+
+FRAMEWORK_PINS = {"trl": trl.PIN, "slime": slime.PIN, "openrlhf": openrlhf.PIN, **MORE_PINS}
 
 
 def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Translation:

@@ -1,0 +1,161 @@
+"""Translation tables of NeMo-RL and SkyRL (:mod:`rcdiag.frameworks.translate`, docs/frameworks.md,
+"Recommendations")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rcdiag.frameworks import nemo_rl, nemo_rl_modes, skyrl, skyrl_modes
+from rcdiag.frameworks.base import Pin
+from rcdiag.frameworks.translate_base import (
+    Entry,
+    Part,
+    Table,
+    Translator,
+    lacking,
+    ratio_band,
+    yaml_scalar,
+)
+
+# ----------------------------------------------------------------------------------------------
+# NeMo-RL (loss_fn.* of a GRPO configuration)
+
+NEMO_UNCLAMPED = "NeMo-RL exponentiates ℓ unclamped (verl clamps it to ±20)"
+
+
+def _nemo_is(part: Part) -> Entry:
+    if part.icepop:
+        keys = nemo_rl_modes.config("icepop", part.lo, part.hi)
+        if part.level == "token":
+            return Entry(keys, True, NEMO_UNCLAMPED)
+        return Entry(
+            keys, False, "NeMo-RL's icepop is per token: closest to verl's sequence IcePop"
+        )
+    keys = nemo_rl_modes.config("tis", None, part.hi)
+    if part.level == "sequence":
+        return Entry(
+            keys,
+            False,
+            "NeMo-RL truncates only token weights (sequence_level_importance_ratios has no "
+            "truncation and changes the PPO ratio too): closest, token tis",
+        )
+    return Entry(keys, True, f"type tis clamps to [0, ratio]. {NEMO_UNCLAMPED}")
+
+
+def _nemo_geo(part: Part) -> Entry:
+    lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
+    return Entry(
+        nemo_rl_modes.config("seq-mask-tis", lo, hi),
+        False,
+        "closest: seq-mask-tis zeroes the weight of sequences whose geometric-mean ratio leaves "
+        "the band and weights the others by the untruncated token ratio (one truncation type: it "
+        "replaces the token TIS)",
+    )
+
+
+NEMO_TABLE: Table = {
+    "token_tis": _nemo_is,
+    "sequence_tis": _nemo_is,
+    "token_icepop": _nemo_is,
+    "sequence_icepop": _nemo_is,
+    "seq_mean_k1": _nemo_geo,
+    "legacy_geometric_rs": _nemo_geo,
+    "batch_norm": lacking("NeMo-RL", "batch normalisation of the IS weights"),
+}
+NEMO_DEFAULT = lacking("NeMo-RL", "rejection of this kind")
+
+
+def nemo_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {nemo_rl.PIN.version}: a GRPO configuration (YAML)"
+    keys = config or {f"{nemo_rl_modes.LOSS}use_importance_sampling_correction": False}
+    sections: dict[str, list[str]] = {}
+    for key, value in keys.items():
+        section, name = key.split(".", 1)
+        sections.setdefault(section, []).append(f"  {name}: {yaml_scalar(value)}")
+    body = [f"{section}:\n" + "\n".join(lines) for section, lines in sections.items()]
+    return "\n".join([head, *body])
+
+
+# ----------------------------------------------------------------------------------------------
+# SkyRL (trainer.algorithm.off_policy_correction.*)
+
+SKYRL_CLAMP = "SkyRL clamps ℓ (or the row's sum or mean of ℓ) to ±20 before exponentiating, as verl"
+
+
+def _skyrl(
+    options: Callable[[Part], skyrl_modes.Skyrl], exact: bool, note: str
+) -> Callable[[Part], Entry]:
+    return lambda part: Entry(options(part).config(), exact, note)
+
+
+def _band(part: Part) -> tuple[float, float]:
+    return ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
+
+
+SKYRL_TABLE: Table = {
+    "token_tis": _skyrl(
+        lambda p: skyrl_modes.Skyrl("token", token_tis_ratio_clip_high=p.hi), True, SKYRL_CLAMP
+    ),
+    "sequence_tis": _skyrl(
+        lambda p: skyrl_modes.Skyrl("sequence", sequence_tis_ratio_clip_high=p.hi),
+        True,
+        SKYRL_CLAMP,
+    ),
+    "token_icepop": _skyrl(
+        lambda p: skyrl_modes.Skyrl(
+            "token", token_tis_ratio_clip_high=p.hi, token_mask=(p.lo, p.hi)
+        ),
+        False,
+        "closest: the token mask drops the tokens outside [low, high] from the loss mask, where "
+        "verl's IcePop gives them weight 0; the others keep their ratio (the cap at high cuts none)",
+    ),
+    "token_k1": _skyrl(lambda p: skyrl_modes.Skyrl(token_mask=_band(p)), True, SKYRL_CLAMP),
+    "legacy_token_rs": _skyrl(lambda p: skyrl_modes.Skyrl(token_mask=_band(p)), True, SKYRL_CLAMP),
+    "seq_sum_k1": _skyrl(
+        lambda p: skyrl_modes.Skyrl(sequence_mask_metric="product", product_mask=_band(p)),
+        True,
+        SKYRL_CLAMP,
+    ),
+    "legacy_sequence_rs": _skyrl(
+        lambda p: skyrl_modes.Skyrl(sequence_mask_metric="product", product_mask=_band(p)),
+        True,
+        SKYRL_CLAMP,
+    ),
+    "seq_mean_k1": _skyrl(
+        lambda p: skyrl_modes.Skyrl(sequence_mask_metric="geometric", geo_mask=_band(p)),
+        True,
+        "SkyRL clamps the mean of ℓ, verl each ℓ: the same unless a token has |ℓ| > 20",
+    ),
+    "legacy_geometric_rs": _skyrl(
+        lambda p: skyrl_modes.Skyrl(sequence_mask_metric="geometric", geo_mask=_band(p)),
+        True,
+        SKYRL_CLAMP,
+    ),
+    "veto": _skyrl(
+        lambda p: skyrl_modes.Skyrl(outlier_token_is_threshold_low=p.hi),
+        True,
+        "outlier_token_is_threshold_low drops a sequence with a token ratio below τ (the ratio "
+        "clamped to e^±20: the same for τ > e^−20)",
+    ),
+    "batch_norm": lacking("SkyRL", "batch normalisation of the IS weights"),
+}
+SKYRL_DEFAULT = lacking("SkyRL", "rejection of this kind")
+
+
+def skyrl_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {skyrl.PIN.version}: Hydra overrides of the trainer"
+    if not config:
+        return f"{head}\n# no off_policy_correction option set: SkyRL applies no correction"
+    return "\n".join([head, *(f"{k}={_override(v)}" for k, v in config.items())])
+
+
+def _override(value: Any) -> str:
+    return "null" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+MORE_TRANSLATORS: dict[str, Translator] = {
+    "nemo_rl": Translator(NEMO_TABLE, NEMO_DEFAULT, nemo_render),
+    "skyrl": Translator(SKYRL_TABLE, SKYRL_DEFAULT, skyrl_render),
+}
+MORE_PINS: dict[str, Pin] = {"nemo_rl": nemo_rl.PIN, "skyrl": skyrl.PIN}
