@@ -119,24 +119,22 @@ class SkyrlModeLogged(Component):
     options: Skyrl
 
     kinds: ClassVar[dict[str, Kind]] = {
-        name: "sum"
-        for name in (
-            "tis_clip",
-            "seq_masked",
-            "seq_over",
-            "seq_under",
-            "out_masked",
-            "out_over",
-            "out_under",
-            "token_masked",
-        )
-    } | {"sky_log_ratio_max": "max"}
+        "tis_clip": "sum",
+        "seq_masked": "sum",
+        "seq_over": "sum",
+        "seq_under": "sum",
+        "out_masked": "sum",
+        "out_over": "sum",
+        "out_under": "sum",
+        "token_masked": "sum",
+        "sky_log_ratio_max": "max",
+    }
 
     def row_stats(self, view: TokenView) -> RowStats:
         o = self.options
         token = ratio_tokens(view, TOKEN)
         zero = np.zeros(view.batch.rows)
-        stats: RowStats = dict.fromkeys(self.kinds, zero)
+        stats: RowStats = {name: zero for name, kind in self.kinds.items() if kind == "sum"}
         stats["sky_log_ratio_max"] = view.valid_max(view.log_ratio)
         if o.tis_ratio_type == "token":
             stats["tis_clip"] = view.count(token > o.token_tis_ratio_clip_high)
