@@ -594,3 +594,86 @@ def skyrl_mode(
     if token_mask is not None:
         metrics["skyrl/token_mask_ratio"] = counts["tok"] / n
     return (weights if tis else None), keep, metrics
+
+
+def areal_mode(
+    rows: Sequence[Row],
+    level: str = "token",
+    action: str = "mask",
+    metric: str = "ratio",
+    agg: str = "mean",
+    upper: float = 5.0,
+    lower: float | None = None,
+) -> tuple[list[list[float]], list[list[int]], dict[str, float | None]]:
+    """apply_rejection_sampling + ppo_actor_loss_fn: per token (weight, kept) and the statistics
+    the actor logs over behave_mask (kept and weight > 0)."""
+
+    def stat(e: float) -> float:
+        if metric == "ratio":
+            return _exp(e)
+        if metric == "kl_k1":
+            return e
+        if metric == "kl_k2":
+            return e * e / 2
+        return _exp(-e) - 1 + e
+
+    def ok(x: float) -> bool:
+        return x <= upper and (lower is None or x >= lower)
+
+    lo = 0.0 if lower is None else lower
+    weights, keep, filtered = [], [], 0
+    for row in rows:
+        ells = _ells(row)
+        ratios = [_exp(e) for e in ells]
+        if level == "token":
+            inside = [ok(stat(e)) for e in ells]
+            w = ratios
+        else:
+            if metric == "ratio":
+                if agg == "max":
+                    a = max(ells, default=0.0)
+                else:
+                    a = math.fsum(ells) / (max(len(ells), 1) if agg == "mean" else 1)
+                value = _exp(a)
+                w = [_exp(_sample_mean(ells))] * len(ells)
+            else:
+                values = [stat(e) for e in ells]
+                if agg == "max":
+                    value = max(values, default=0.0)
+                else:
+                    value = math.fsum(values) / (max(len(values), 1) if agg == "mean" else 1)
+                w = ratios
+            inside = [ok(value)] * len(ells)
+        if action == "clamp":
+            clamped = [min(max(x, lo), upper) for x in w]
+            final = (
+                clamped
+                if level == "token"
+                else [x if i else c for x, c, i in zip(w, clamped, inside, strict=True)]
+            )
+            filtered += sum(1 for x, f in zip(w, final, strict=True) if x != f)
+            kept = [1] * len(ells)
+        else:
+            final = w
+            kept = [int(i) for i in inside]
+            filtered += sum(1 for i in inside if not i)
+        weights.append(final)
+        keep.append(kept)
+    chosen = [
+        (x, e)
+        for row, ww, kk in zip(rows, weights, keep, strict=True)
+        for x, e, k in zip(ww, _ells(row), kk, strict=True)
+        if k and x > 0
+    ]
+    n = sum(len(k) for k in keep)
+    ws, es = [x for x, _ in chosen], [e for _, e in chosen]
+    metrics: dict[str, float | None] = {
+        "areal/behave_imp_weight/avg": _mean(ws) if ws else None,
+        "areal/behave_imp_weight/min": min(ws) if ws else None,
+        "areal/behave_imp_weight/max": max(ws) if ws else None,
+        "areal/behave_approx_kl/avg": _mean(es) if es else None,
+        "areal/behave_approx_kl/min": min(es) if es else None,
+        "areal/behave_approx_kl/max": max(es) if es else None,
+        "areal/rs_filtered_fraction": filtered / n,
+    }
+    return weights, keep, metrics

@@ -7,17 +7,19 @@ PyPI, uses only keys read from the pinned commit (the lists below cite it).
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import shlex
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from framework_packages import (
+    class_from_source,
     isolated_modules,
     load_module,
     main_block_parser,
@@ -283,5 +285,64 @@ def test_nemo_rl_configurations_use_the_pinned_keys() -> None:
         assert flat == (done.config or flat), name
 
 
+# ------------------------------------------------------------------------------------------------
+# AReaL (PyPI areal 1.0.4): RejectionSamplingConfig, executed from cli_args.py alone (the module's
+# imports start hydra, uvloop and its engines)
+
+
+@pytest.fixture(scope="module")
+def areal_config() -> tuple[Any, set[str]]:
+    path = package_file("areal", "areal/api/cli_args.py")
+    config = class_from_source(
+        path, "RejectionSamplingConfig", {"dataclass": dataclass, "field": field}
+    )
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (actor,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PPOActorConfig"]
+    names = {n.target.id for n in actor.body if isinstance(n, ast.AnnAssign)}
+    names |= {  # and its bases' fields (PPOActorConfig extends TrainEngineConfig)
+        n.target.id
+        for c in tree.body
+        if isinstance(c, ast.ClassDef) and c.name in {ast.unparse(b) for b in actor.bases}
+        for n in c.body
+        if isinstance(n, ast.AnnAssign)
+    }
+    return config, names
+
+
+def test_areal_config_accepts_every_configuration(areal_config: tuple[Any, set[str]]) -> None:
+    config_class, actor_fields = areal_config
+    assert {"use_decoupled_loss", "rejection_sampling"} <= actor_fields
+
+    def check(name: str, keys: dict[str, Any]) -> None:
+        if not keys:
+            return
+        assert keys["actor.use_decoupled_loss"] is True, name
+        options = {k.removeprefix("actor.rejection_sampling."): v for k, v in keys.items()}
+        del options["actor.use_decoupled_loss"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. agg set at token level
+            made = config_class(**options)
+        for key, value in options.items():
+            assert getattr(made, key) == value, (name, key)
+
+    for preset in FRAMEWORKS["areal"].presets:
+        check(preset.name, dict(preset.config))
+    for name, done in translations("areal"):
+        check(name, done.config)
+        body = [line for line in done.snippet.splitlines() if not line.startswith("#")]
+        actor = yaml.safe_load("\n".join(body))["actor"]
+        section = actor["rejection_sampling"] or {}
+        flat = {f"actor.rejection_sampling.{k}": v for k, v in section.items()}
+        if done.config:
+            flat["actor.use_decoupled_loss"] = actor["use_decoupled_loss"]
+        assert flat == done.config, name
+
+
+def test_areal_config_rejects_a_clamp_on_a_kl_metric(areal_config: tuple[Any, set[str]]) -> None:
+    """The check can fail: AReaL's own validation runs."""
+    with pytest.raises(ValueError, match="clamp"):
+        areal_config[0](action="clamp", metric="kl_k3")
+
+
 def test_every_translator_has_a_check() -> None:
-    assert set(TRANSLATORS) == {"trl", "slime", "openrlhf", "skyrl", "nemo_rl"}
+    assert set(TRANSLATORS) == {"trl", "slime", "openrlhf", "skyrl", "nemo_rl", "areal"}

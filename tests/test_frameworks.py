@@ -13,7 +13,7 @@ from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask, ratio_tokens
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks import FRAMEWORKS, parse_frameworks, skyrl_modes
+from rcdiag.frameworks import FRAMEWORKS, areal_modes, parse_frameworks, skyrl_modes
 from rcdiag.frameworks import nemo_rl_modes as nemo_modes
 from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module
@@ -456,6 +456,47 @@ def test_skyrl_modes(name: str) -> None:
         else:
             close(got, value, figure)
     logged = comparison.metrics(name)
+    assert set(logged) == set(want_metrics)
+    for metric, value in want_metrics.items():
+        close(logged[metric], value, metric)
+
+
+AREAL_CASES = [
+    *(dict(vars(rs)) for _, rs in areal_modes.MODES.values()),
+    {"level": "sequence", "metric": "ratio", "agg": "sum", "upper": 3.0, "lower": 0.2},
+    {"level": "sequence", "metric": "ratio", "agg": "max", "upper": 2.0},
+    {"level": "token", "metric": "kl_k2", "upper": 0.02},
+    {"level": "sequence", "metric": "kl_k3", "agg": "mean", "upper": 0.01},
+    {"level": "sequence", "metric": "kl_k1", "agg": "sum", "upper": 0.3, "lower": -0.3},
+    {"level": "token", "action": "clamp", "upper": 1.2, "lower": 0.8},
+]
+
+
+@pytest.mark.parametrize("case", range(len(AREAL_CASES)))
+def test_areal_rejection_sampling(case: int) -> None:
+    """AReaL's rejection sampling: weights, kept tokens, summary figures and logged statistics."""
+    options = AREAL_CASES[case]
+    plan = areal_modes.plan(areal_modes.Rs(**options))
+    rows = make_steps(12, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    want_w, want_keep, want_metrics = ref.areal_mode(rows, **options)
+    assert plan.weights is not None
+    assert_nested(tokens_of(view, plan.weights.applied(view), rows), want_w, "weights")
+    comparison = PresetComparison([NamedConfig("a", {}, plan)])
+    comparison.update(view.batch)
+    geometric = options.get("level") == "sequence" and options.get("metric", "ratio") == "ratio"
+    raw = []
+    for row in rows:
+        ells = ref._ells(row)
+        geo = ref._exp(ref._sample_mean(ells))
+        raw.append([geo] * len(ells) if geometric else [ref._exp(e) for e in ells])
+    for figure, value in ref.summary(rows, raw, want_w, want_keep).items():
+        got = comparison.summary("a")[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    logged = comparison.metrics("a")
     assert set(logged) == set(want_metrics)
     for metric, value in want_metrics.items():
         close(logged[metric], value, metric)

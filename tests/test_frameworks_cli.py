@@ -146,10 +146,10 @@ def test_recommend_framework_json(tmp_path: Path) -> None:
 
 def test_recommend_framework_without_table() -> None:
     code, _, err = invoke("recommend", str(DRIFT), "--framework", "prime_rl")
-    assert code == 2 and "tables exist for trl, slime, openrlhf, nemo_rl, skyrl" in err
+    assert code == 2 and "tables exist for trl, slime, openrlhf, nemo_rl, skyrl, areal" in err
 
 
-@pytest.mark.parametrize("framework", ["nemo_rl", "skyrl"])
+@pytest.mark.parametrize("framework", ["nemo_rl", "skyrl", "areal"])
 def test_recommend_and_compare_presets_for_more_frameworks(framework: str) -> None:
     code, text, _ = invoke("recommend", str(DRIFT), "--framework", framework)
     assert code == 0 and FRAMEWORKS[framework].pin.version in text
@@ -217,7 +217,7 @@ def test_translate_legacy_veto_to_slime() -> None:
 
 
 @pytest.mark.parametrize("name", list(PRESETS["latest"]))
-@pytest.mark.parametrize("framework", ["trl", "slime", "openrlhf", "nemo_rl", "skyrl"])
+@pytest.mark.parametrize("framework", ["trl", "slime", "openrlhf", "nemo_rl", "skyrl", "areal"])
 def test_every_preset_translates(framework: str, name: str) -> None:
     done = translate(framework, latest(name), "latest")
     assert done.snippet and (done.exact or done.notes)

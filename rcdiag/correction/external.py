@@ -204,7 +204,23 @@ def mean_exp_abs_rows(view: TokenView) -> F64:
     return view.memo(("mean_exp_abs_rows",), compute)
 
 
-Rule = Band | Veto | OutlierRows | MeanExpAbsRows
+class TokenRule(ABC):
+    """A framework's own per-token rejection (frozen and hashable in a subclass)."""
+
+    @abstractmethod
+    def inside(self, view: TokenView) -> Bool:
+        """Per position: the token is kept (True at invalid positions)."""
+
+
+class RowRule(ABC):
+    """A framework's own per-row rejection (frozen and hashable in a subclass)."""
+
+    @abstractmethod
+    def keep_rows(self, view: TokenView) -> Bool:
+        """Per row: the row is kept."""
+
+
+Rule = Band | Veto | OutlierRows | MeanExpAbsRows | TokenRule | RowRule
 
 
 def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
@@ -215,7 +231,7 @@ def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
     def compute() -> Bool:
         keep = np.ones(view.mask.size, dtype=bool)
         for rule in rules:
-            if isinstance(rule, Band):
+            if isinstance(rule, Band | TokenRule):
                 keep &= rule.inside(view)
             else:
                 keep &= view.broadcast(rule.keep_rows(view)) | ~view.mask

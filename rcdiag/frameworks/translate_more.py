@@ -1,4 +1,4 @@
-"""Translation tables of NeMo-RL and SkyRL (:mod:`rcdiag.frameworks.translate`, docs/frameworks.md,
+"""Translation tables of NeMo-RL, SkyRL and AReaL (:mod:`rcdiag.frameworks.translate`, docs/frameworks.md,
 "Recommendations")."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rcdiag.frameworks import nemo_rl, nemo_rl_modes, skyrl, skyrl_modes
+from rcdiag.frameworks import areal, areal_modes, nemo_rl, nemo_rl_modes, skyrl, skyrl_modes
 from rcdiag.frameworks.base import Pin
 from rcdiag.frameworks.translate_base import (
     Entry,
@@ -154,8 +154,102 @@ def _override(value: Any) -> str:
     return "null" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
+# ----------------------------------------------------------------------------------------------
+# AReaL (actor.rejection_sampling.*: one gate at a time)
+
+AREAL_UNCLAMPED = "AReaL exponentiates ℓ unclamped (verl clamps it to ±20)"
+AREAL_WEIGHTS = (
+    "AReaL then weights the kept tokens by ρ (the geometric-mean ratio for a sequence ratio "
+    "gate), where verl's rejection alone does not weight"
+)
+
+
+def _areal(rs: Callable[[Part], areal_modes.Rs], exact: bool, note: str) -> Callable[[Part], Entry]:
+    return lambda part: Entry(rs(part).config(), exact, note)
+
+
+def _areal_lower(part: Part) -> float | None:
+    lo = _band(part)[0]
+    return lo if lo > 0 else None
+
+
+AREAL_TABLE: Table = {
+    "token_tis": _areal(
+        lambda p: areal_modes.Rs(action="clamp", upper=p.hi),
+        True,
+        f"action clamp clamps ρ to [0, upper]. {AREAL_UNCLAMPED}",
+    ),
+    "token_icepop": _areal(
+        lambda p: areal_modes.Rs(upper=p.hi, lower=p.lo if p.lo > 0 else None),
+        True,
+        "action mask drops the tokens outside [lower, upper] from the loss mask and keeps the "
+        "loss's token count: the same loss as verl's zero weight; the others keep ρ. "
+        + AREAL_UNCLAMPED,
+    ),
+    "sequence_tis": lacking(
+        "AReaL",
+        "sequence-level IS of the product ratio (its sequence weight is the geometric mean)",
+    ),
+    "seq_mean_k1": _areal(
+        lambda p: areal_modes.Rs(level="sequence", upper=_band(p)[1], lower=_areal_lower(p)),
+        False,
+        f"closest: a sequence ratio gate on the geometric mean; {AREAL_WEIGHTS}",
+    ),
+    "legacy_geometric_rs": _areal(
+        lambda p: areal_modes.Rs(level="sequence", upper=_band(p)[1], lower=_areal_lower(p)),
+        False,
+        f"closest: {AREAL_WEIGHTS}",
+    ),
+    "seq_sum_k1": _areal(
+        lambda p: areal_modes.Rs(
+            level="sequence", agg="sum", upper=_band(p)[1], lower=_areal_lower(p)
+        ),
+        False,
+        f"closest: a sequence ratio gate on exp(Σℓ); {AREAL_WEIGHTS}",
+    ),
+    "token_k1": _areal(
+        lambda p: areal_modes.Rs(upper=_band(p)[1], lower=_areal_lower(p)),
+        False,
+        f"closest: a token ratio gate; {AREAL_WEIGHTS}",
+    ),
+    "seq_max_k2": _areal(
+        lambda p: areal_modes.Rs(level="sequence", metric="kl_k2", agg="max", upper=p.hi),
+        False,
+        f"closest: kl_k2 max drops a sequence whose largest ℓ²/2 exceeds upper, as verl; {AREAL_WEIGHTS}",
+    ),
+    "seq_mean_k3": _areal(
+        lambda p: areal_modes.Rs(level="sequence", metric="kl_k3", agg="mean", upper=p.hi),
+        False,
+        "closest: AReaL's kl_k3 is e^(−ℓ) − 1 + ℓ (the other direction of verl's e^ℓ − 1 − ℓ); "
+        + AREAL_WEIGHTS,
+    ),
+    "batch_norm": lacking("AReaL", "batch normalisation of the IS weights"),
+    "veto": lacking("AReaL", "veto of sequences with a catastrophic token"),
+}
+AREAL_DEFAULT = lacking("AReaL", "rejection of this kind")
+
+
+def areal_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {areal.PIN.version}: the experiment's YAML"
+    if not config:
+        return f"{head}\nactor:\n  rejection_sampling: null"
+    lines = [
+        head,
+        "actor:",
+        f"  use_decoupled_loss: {yaml_scalar(config['actor.use_decoupled_loss'])}",
+    ]
+    lines.append("  rejection_sampling:")
+    lines += [
+        f"    {key.removeprefix(areal_modes.PREFIX)}: {yaml_scalar(value)}"
+        for key, value in config.items()
+        if key.startswith(areal_modes.PREFIX)
+    ]
+    return "\n".join(lines)
+
+
 MORE_TRANSLATORS: dict[str, Translator] = {
+    "areal": Translator(AREAL_TABLE, AREAL_DEFAULT, areal_render),
     "nemo_rl": Translator(NEMO_TABLE, NEMO_DEFAULT, nemo_render),
     "skyrl": Translator(SKYRL_TABLE, SKYRL_DEFAULT, skyrl_render),
 }
-MORE_PINS: dict[str, Pin] = {"nemo_rl": nemo_rl.PIN, "skyrl": skyrl.PIN}
+MORE_PINS: dict[str, Pin] = {"nemo_rl": nemo_rl.PIN, "skyrl": skyrl.PIN, "areal": areal.PIN}
