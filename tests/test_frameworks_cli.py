@@ -146,7 +146,7 @@ def test_recommend_framework_json(tmp_path: Path) -> None:
 
 def test_recommend_framework_without_table() -> None:
     code, _, err = invoke("recommend", str(DRIFT), "--framework", "prime_rl")
-    assert code == 2 and "tables exist for trl, slime, openrlhf, nemo_rl, skyrl, areal" in err
+    assert code == 2 and "tables exist for trl, slime, openrlhf, nemo_rl, areal, skyrl" in err
 
 
 @pytest.mark.parametrize("framework", ["nemo_rl", "skyrl", "areal"])

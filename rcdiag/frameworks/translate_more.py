@@ -248,8 +248,8 @@ def areal_render(config: Mapping[str, Any]) -> str:
 
 
 MORE_TRANSLATORS: dict[str, Translator] = {
-    "areal": Translator(AREAL_TABLE, AREAL_DEFAULT, areal_render),
     "nemo_rl": Translator(NEMO_TABLE, NEMO_DEFAULT, nemo_render),
+    "areal": Translator(AREAL_TABLE, AREAL_DEFAULT, areal_render),
     "skyrl": Translator(SKYRL_TABLE, SKYRL_DEFAULT, skyrl_render),
 }
 MORE_PINS: dict[str, Pin] = {"nemo_rl": nemo_rl.PIN, "skyrl": skyrl.PIN, "areal": areal.PIN}
