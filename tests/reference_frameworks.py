@@ -677,3 +677,29 @@ def areal_mode(
         "areal/rs_filtered_fraction": filtered / n,
     }
     return weights, keep, metrics
+
+
+def prime_ipo(
+    rows: Sequence[Row], threshold: float = 0.1
+) -> tuple[list[list[float]], list[list[int]], dict[str, float]]:
+    """ipo_loss_fn: is_masked = |exp(trainer) − exp(inference)| > threshold; the policy gradient
+    weights the kept tokens by the importance ratio; its metrics (the step as one micro-batch)."""
+    weights, keep = [], []
+    masked_kl, kept_kl = [], []
+    for row in rows:
+        pairs = _valid(row)
+        w = [_exp(o - r) for r, o in pairs]
+        k = [int(abs(math.exp(o) - math.exp(r)) <= threshold) for r, o in pairs]
+        for (r, o), kk in zip(pairs, k, strict=True):
+            e = o - r
+            (kept_kl if kk else masked_kl).append(_exp(e) - e - 1)
+        weights.append(w)
+        keep.append(k)
+    n = len(masked_kl) + len(kept_kl)
+    metrics = {
+        **prime_rl(rows),
+        "prime_rl/is_masked/mean": len(masked_kl) / n,
+        "prime_rl/masked_mismatch_kl/mean": math.fsum(masked_kl) / max(len(masked_kl), 1),
+        "prime_rl/unmasked_mismatch_kl/mean": math.fsum(kept_kl) / max(len(kept_kl), 1),
+    }
+    return weights, keep, metrics

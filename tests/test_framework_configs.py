@@ -344,5 +344,58 @@ def test_areal_config_rejects_a_clamp_on_a_kl_metric(areal_config: tuple[Any, se
         areal_config[0](action="clamp", metric="kl_k3")
 
 
+# ------------------------------------------------------------------------------------------------
+# open-instruct and prime-rl (not on PyPI): keys read from their pinned commits
+
+OPEN_INSTRUCT_KEYS = {
+    "use_rho_correction": bool,
+    "rho_clamp_lower_bound": float,
+    "rho_clamp_upper_bound": float,
+    "rho_mask_lower_bound": float,
+    "rho_mask_upper_bound": float,
+    "rho_mask_sequence_level": bool,
+    "rho_mask_tv_divergence": bool,
+}
+"""GRPOExperimentConfig's ρ options, open_instruct/grpo_utils.py at allenai/open-instruct main
+e6c3044 (2026-08-20)."""
+
+
+def _check_open_instruct(name: str, keys: dict[str, Any]) -> None:
+    for key, value in keys.items():
+        assert type(value) is OPEN_INSTRUCT_KEYS[key], (name, key)
+    # GRPOExperimentConfig.__post_init__'s checks (0 turns a bound off)
+    lo, hi = keys.get("rho_mask_lower_bound", 0.0), keys.get("rho_mask_upper_bound", 0.0)
+    assert lo == 0 or 0 < lo < 1, name
+    assert hi == 0 or hi > 1, name
+    clamp_lo = keys.get("rho_clamp_lower_bound", 0.0)
+    clamp_hi = keys.get("rho_clamp_upper_bound", 2.0)
+    assert clamp_lo == 0 or clamp_lo < 1, name
+    assert clamp_hi == 0 or clamp_hi > 1, name
+
+
+def test_open_instruct_configurations_use_the_pinned_keys() -> None:
+    for preset in FRAMEWORKS["open_instruct"].presets:
+        _check_open_instruct(preset.name, dict(preset.config))
+    for name, done in translations("open_instruct"):
+        _check_open_instruct(name, done.config)
+        words = flags(done.snippet)
+        parsed = dict(zip(words[::2], words[1::2], strict=True))
+        assert set(parsed) == {f"--{k}" for k in done.config or {"use_rho_correction": False}}
+
+
+PRIME_RL_KEYS = {"trainer.loss.type", "trainer.loss.ipo_threshold", "trainer.loss.adv_tau"}
+"""IPOLossConfig's fields under TrainerConfig.loss, packages/prime-rl-configs/src/prime_rl/configs/
+trainer.py at PrimeIntellect-ai/prime-rl main 559b447 (2026-08-21); ipo_threshold ≥ 0."""
+
+
+def test_prime_rl_configurations_use_the_pinned_keys() -> None:
+    for preset in FRAMEWORKS["prime_rl"].presets:
+        assert set(preset.config) <= PRIME_RL_KEYS
+        assert preset.config["trainer.loss.type"] == "ipo"
+        assert preset.config["trainer.loss.ipo_threshold"] >= 0
+    for _, done in translations("prime_rl"):
+        assert set(done.config) <= PRIME_RL_KEYS
+
+
 def test_every_translator_has_a_check() -> None:
-    assert set(TRANSLATORS) == {"trl", "slime", "openrlhf", "skyrl", "nemo_rl", "areal"}
+    assert set(TRANSLATORS) == set(FRAMEWORKS)

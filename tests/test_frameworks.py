@@ -13,7 +13,14 @@ from rcdiag.analysis import OffPolicyAnalysis
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask, ratio_tokens
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks import FRAMEWORKS, areal_modes, parse_frameworks, skyrl_modes
+from rcdiag.frameworks import (
+    FRAMEWORKS,
+    areal_modes,
+    open_instruct,
+    parse_frameworks,
+    prime_rl,
+    skyrl_modes,
+)
 from rcdiag.frameworks import nemo_rl_modes as nemo_modes
 from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module
@@ -497,6 +504,76 @@ def test_areal_rejection_sampling(case: int) -> None:
         else:
             close(got, value, figure)
     logged = comparison.metrics("a")
+    assert set(logged) == set(want_metrics)
+    for metric, value in want_metrics.items():
+        close(logged[metric], value, metric)
+
+
+@pytest.mark.parametrize("name", list(open_instruct.MODES))
+def test_open_instruct_rho_modes(name: str) -> None:
+    """open-instruct's ρ correction: weights, summary figures (nothing leaves the loss mask: a
+    dropped token's loss is zeroed) and the val/rho_ metrics."""
+    options = open_instruct.MODES[name][1]
+    preset = next(p for p in open_instruct.PRESETS if p.name == f"open_instruct:{name}")
+    rows = make_steps(4, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    clamp = (options.clamp_lower, options.clamp_upper)
+    drop = (options.mask_lower, options.mask_upper)
+    want_w, clipped, lows, highs = ref.open_instruct_rho(rows, clamp, drop, options.sequence_level)
+    assert preset.plan.weights is not None
+    assert_nested(tokens_of(view, preset.plan.weights.applied(view), rows), want_w, "weights")
+    comparison = PresetComparison([NamedConfig(name, {}, preset.plan)])
+    comparison.update(view.batch)
+    raw = []
+    for row in rows:
+        ells = [max(-10.0, min(10.0, e)) for e in ref._ells(row)]
+        geo = math.exp(ref._sample_mean(ells))
+        raw.append([geo] * len(ells) if options.sequence_level else [math.exp(e) for e in ells])
+    keep = [[1] * len(w) for w in want_w]
+    for figure, value in ref.summary(rows, raw, want_w, keep).items():
+        got = comparison.summary(name)[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    n = sum(len(w) for w in want_w)
+
+    def share(flags: list[list[bool]]) -> float:
+        return sum(1 for f in flags for x in f if x) / n
+
+    want = {
+        "open_instruct/val/rho_weight": math.fsum(x for w in want_w for x in w) / n,
+        "open_instruct/val/rho_clipfrac": share(clipped),
+        "open_instruct/val/rho_drop_frac": share(lows) + share(highs),
+        "open_instruct/val/rho_drop_low_frac": share(lows),
+        "open_instruct/val/rho_drop_high_frac": share(highs),
+    }
+    logged = comparison.metrics(name)
+    assert set(logged) == set(want)
+    for metric, value in want.items():
+        close(logged[metric], value, metric)
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.02])
+def test_prime_rl_ipo(threshold: float) -> None:
+    plan = prime_rl.ipo_plan(threshold)
+    rows = make_steps(13, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    want_w, want_keep, want_metrics = ref.prime_ipo(rows, threshold)
+    keep = keep_mask(view, plan.rules)
+    assert keep is not None
+    got_keep = tokens_of(view, keep.astype(float), rows)
+    assert_nested(got_keep, [[float(k) for k in row] for row in want_keep], "keep")
+    comparison = PresetComparison([NamedConfig("p", {}, plan)])
+    comparison.update(view.batch)
+    raw = [[ref._exp(e) for e in ref._ells(row)] for row in rows]
+    for figure, value in ref.summary(rows, raw, want_w, want_keep).items():
+        got = comparison.summary("p")[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    logged = comparison.metrics("p")
     assert set(logged) == set(want_metrics)
     for metric, value in want_metrics.items():
         close(logged[metric], value, metric)

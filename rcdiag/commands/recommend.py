@@ -75,6 +75,7 @@ def _code(text: str) -> None:
             lines += ["# " + c for c in textwrap.wrap(" ".join(comment), max(20, width - 2))]
             comment = []
         lines.append(line)
+    lines += ["# " + c for c in textwrap.wrap(" ".join(comment), max(20, width - 2))]
     for line in lines:
         stdout.print(Text(printable(line)), soft_wrap=True)
 

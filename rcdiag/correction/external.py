@@ -34,10 +34,12 @@ Level = Literal["token", "sequence", "geometric"]
 @dataclass(frozen=True)
 class Ratio:
     """A framework's importance ratio: exp of ℓ per token, of S_i per row (``sequence``) or of
-    S_i / max(n_i, 1) per row (``geometric``), the log ratio clamped to ±``clamp`` first when set."""
+    S_i / max(n_i, 1) per row (``geometric``), the log ratio clamped to ±``clamp`` first when set
+    (a row's sum or mean; with ``clamp_tokens`` each ℓ before the row's sum or mean instead)."""
 
     level: Level
     clamp: float | None = None
+    clamp_tokens: bool = False
 
     @property
     def row_level(self) -> bool:
@@ -55,9 +57,15 @@ def ratio_rows(view: TokenView, ratio: Ratio) -> F64:
     """The per-row ratio of a row-level :class:`Ratio` (1 for an empty row: exp of 0)."""
 
     def compute() -> F64:
-        x = row_log_ratio(view, ratio.level)
-        if ratio.clamp is not None:
-            x = np.clip(x, -ratio.clamp, ratio.clamp)
+        if ratio.clamp_tokens and ratio.clamp is not None:
+            clipped = view.valid(np.clip(view.log_ratio, -ratio.clamp, ratio.clamp))
+            x = view.row_sum(clipped)
+            if ratio.level == "geometric":
+                x = x / np.maximum(view.n, 1.0)
+        else:
+            x = row_log_ratio(view, ratio.level)
+            if ratio.clamp is not None:
+                x = np.clip(x, -ratio.clamp, ratio.clamp)
         with np.errstate(over="ignore"):
             return np.exp(x)
 
@@ -66,7 +74,8 @@ def ratio_rows(view: TokenView, ratio: Ratio) -> F64:
 
 def ratio_tokens(view: TokenView, ratio: Ratio) -> F64:
     """The ratio on every valid token (a row ratio repeated over its row), 0 elsewhere."""
-    if ratio.clamp == 20.0 and ratio.level != "geometric":  # verl's clamp: share its arrays
+    shared = ratio.clamp == 20.0 and ratio.level != "geometric" and not ratio.clamp_tokens
+    if shared:  # verl's clamp: share its arrays
         return view.memo(("raw_weights", ratio.level), lambda: raw_weights(view, ratio.level))
 
     def compute() -> F64:

@@ -11,14 +11,16 @@ the mean over learners) (docs/frameworks.md, "open-instruct").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, unbiased_std
+from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.base import Framework, Pin, Source, abs_log_ratio, prefixed
+from rcdiag.frameworks.base import Framework, Pin, Preset, Source, abs_log_ratio, prefixed
 from rcdiag.metrics.grouped import Kind
 
 ID = "open_instruct"
@@ -144,6 +146,68 @@ class OpenInstructRho(Component):
         )
 
 
+def rho_ratio(options: RhoOptions) -> Ratio:
+    """ρ as compute_rho_correction takes it: exp of ℓ clamped to ±10, per token or of the row's
+    mean of the clamped ℓ."""
+    if options.sequence_level:
+        return Ratio("geometric", RHO_CLAMP, clamp_tokens=True)
+    return Ratio("token", RHO_CLAMP)
+
+
+def rho_weights(options: RhoOptions) -> Weights:
+    """ρ clamped to [clamp_lower, clamp_upper] (0: that side off), set to 0 outside the mask bounds
+    (the token's loss is zeroed, the loss keeps its token count)."""
+    ratio = rho_ratio(options)
+    hi = options.clamp_upper if options.clamp_upper > 0 else math.inf
+    band = Band(
+        ratio, options.mask_lower, options.mask_upper if options.mask_upper > 0 else math.inf
+    )
+    return Weights(ratio, "clip", lo=options.clamp_lower, hi=hi, zero=(band,))
+
+
+@dataclass(frozen=True)
+class OpenInstructPlan(ModePlan):
+    options: RhoOptions = RhoOptions()
+
+    def components(self) -> tuple[Component, ...]:
+        return (OpenInstructRho(self.options), self.outcome())
+
+
+def rho_config(options: RhoOptions) -> dict[str, Any]:
+    """The options of grpo_fast's configuration (``--name value`` on its command line)."""
+    return {
+        "use_rho_correction": True,
+        "rho_clamp_lower_bound": options.clamp_lower,
+        "rho_clamp_upper_bound": options.clamp_upper,
+        "rho_mask_lower_bound": options.mask_lower,
+        "rho_mask_upper_bound": options.mask_upper,
+        "rho_mask_sequence_level": options.sequence_level,
+    }
+
+
+MODES: dict[str, tuple[str, RhoOptions]] = {
+    "rho": ("ρ clamped at 2 (use_rho_correction's defaults)", RhoOptions()),
+    "rho_icepop": (
+        "ρ set to 0 outside [0.5, 5], no clamp",
+        RhoOptions(clamp_upper=0.0, mask_lower=0.5, mask_upper=5.0),
+    ),
+    "rho_sequence_mask": (
+        "per row ρ of the mean ℓ, clamped at 2, set to 0 outside [0.5, 2]",
+        RhoOptions(mask_lower=0.5, mask_upper=2.0, sequence_level=True),
+    ),
+}
+
+PRESETS = tuple(
+    Preset(
+        f"{ID}:{name}",
+        purpose,
+        rho_config(options),
+        OpenInstructPlan(ID, rho_weights(options), options=options),
+        "own components (ℓ clamped to ±10)",
+    )
+    for name, (purpose, options) in MODES.items()
+)
+
 FRAMEWORK = Framework(
     id=ID,
     title="open-instruct",
@@ -165,6 +229,7 @@ FRAMEWORK = Framework(
     ),
     pin=PIN,
     metrics=(OpenInstructDebug(), OpenInstructRho()),
+    presets=PRESETS,
     aggregation=(
         "debug/: each micro-batch overwrites the last, so the logged value is the last "
         "micro-batch's (rcdiag: the step as one micro-batch); val/rho_*: token means over the "

@@ -16,9 +16,11 @@ from typing import ClassVar
 import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, unbiased_std
+from rcdiag.correction.external import ModePlan, Ratio, TokenRule, Weights
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.base import Framework, Pin, Source, prefixed
+from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.ragged import Bool
 
 ID = "prime_rl"
 PIN = Pin(
@@ -54,6 +56,92 @@ class PrimeLogged(Component):
         )
 
 
+IPO_THRESHOLD = 0.1
+"""``IPOLossConfig.ipo_threshold``'s default (prime-rl-configs' trainer.py)."""
+
+
+def prob_diff(view: TokenView) -> np.ndarray:
+    """|e^(log π_train) − e^(log π_rollout)| on valid tokens (0 elsewhere)."""
+    return view.memo(
+        ("prime_prob_diff",),
+        lambda: view.valid(np.abs(np.exp(view.batch.old) - np.exp(view.valid(view.batch.rollout)))),
+    )
+
+
+@dataclass(frozen=True)
+class ProbDiffBand(TokenRule):
+    """ipo_loss_fn's trust region: a token with |p_train − p_rollout| above the threshold leaves the
+    policy-gradient term (``is_masked``)."""
+
+    threshold: float
+
+    def inside(self, view: TokenView) -> Bool:
+        return view.memo(
+            ("prime_ipo", self.threshold), lambda: (prob_diff(view) <= self.threshold) | ~view.mask
+        )
+
+
+@dataclass(frozen=True)
+class PrimeIpoLogged(Component):
+    """ipo_loss_fn's metrics, each per micro-batch (rcdiag: the step as one) and logged as
+    ``<name>/mean``: ``is_masked`` (share of valid tokens masked), ``masked_mismatch_kl`` and
+    ``unmasked_mismatch_kl`` (mean of e^ℓ − ℓ − 1 over the masked / kept tokens; 0 without one)."""
+
+    threshold: float = IPO_THRESHOLD
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "ipo_masked": "sum",
+        "ipo_masked_kl": "sum",
+        "ipo_kept_kl": "sum",
+    }
+
+    def row_stats(self, view: TokenView) -> RowStats:
+        masked = view.mask & ~ProbDiffBand(self.threshold).inside(view)
+        with np.errstate(over="ignore", invalid="ignore"):
+            kl = mismatch_kl(view)
+            return {
+                "ipo_masked": view.count(masked),
+                "ipo_masked_kl": view.row_sum(np.where(masked, kl, 0.0)),
+                "ipo_kept_kl": view.row_sum(np.where(masked, 0.0, kl)),
+            }
+
+    def metrics(self, get: Getter) -> Metrics:
+        masked, valid = get("ipo_masked"), get("valid_tokens")
+        return prefixed(
+            ID,
+            {
+                "is_masked/mean": masked / valid,
+                "masked_mismatch_kl/mean": get("ipo_masked_kl") / max(masked, 1.0),
+                "unmasked_mismatch_kl/mean": get("ipo_kept_kl") / max(valid - masked, 1.0),
+            },
+        )
+
+
+@dataclass(frozen=True)
+class PrimeIpoPlan(ModePlan):
+    threshold: float = IPO_THRESHOLD
+
+    def components(self) -> tuple[Component, ...]:
+        return (PrimeLogged(), PrimeIpoLogged(self.threshold), self.outcome())
+
+
+def ipo_plan(threshold: float = IPO_THRESHOLD) -> PrimeIpoPlan:
+    """The importance ratio ρ (unclamped) on the kept tokens, |Δp| > threshold rejected."""
+    return PrimeIpoPlan(
+        ID, Weights(Ratio("token")), (ProbDiffBand(threshold),), threshold=threshold
+    )
+
+
+PRESETS = (
+    Preset(
+        f"{ID}:ipo",
+        "tokens with |p_train − p_rollout| > 0.1 leave the policy gradient (loss type ipo)",
+        {"trainer.loss.type": "ipo", "trainer.loss.ipo_threshold": IPO_THRESHOLD},
+        ipo_plan(),
+        "own components (ρ unclamped)",
+    ),
+)
+
 FRAMEWORK = Framework(
     id=ID,
     title="prime-rl",
@@ -63,6 +151,12 @@ FRAMEWORK = Framework(
             "src/prime_rl/trainer/rl/loss.py",
             PIN.commit,
             "mismatch_kl = exp(log ratio) − log ratio − 1; ipo_loss_fn's |Δp| trust region",
+        ),
+        Source(
+            PIN.repo,
+            "packages/prime-rl-configs/src/prime_rl/configs/trainer.py",
+            PIN.commit,
+            "IPOLossConfig: type ipo, ipo_threshold 0.1",
         ),
         Source(
             PIN.repo,
@@ -79,6 +173,7 @@ FRAMEWORK = Framework(
     ),
     pin=PIN,
     metrics=(PrimeLogged(),),
+    presets=PRESETS,
     aggregation=(
         "every valid token of the step (all micro-batches and ranks gathered): exact; tokens of "
         "frozen-model (ce) components are left out there, and are not in a dump"

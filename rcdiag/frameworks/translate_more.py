@@ -1,12 +1,21 @@
-"""Translation tables of NeMo-RL, SkyRL and AReaL (:mod:`rcdiag.frameworks.translate`, docs/frameworks.md,
-"Recommendations")."""
+"""Translation tables of NeMo-RL, AReaL, SkyRL, prime-rl and open-instruct
+(:mod:`rcdiag.frameworks.translate`, docs/frameworks.md, "Recommendations")."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rcdiag.frameworks import areal, areal_modes, nemo_rl, nemo_rl_modes, skyrl, skyrl_modes
+from rcdiag.frameworks import (
+    areal,
+    areal_modes,
+    nemo_rl,
+    nemo_rl_modes,
+    open_instruct,
+    prime_rl,
+    skyrl,
+    skyrl_modes,
+)
 from rcdiag.frameworks.base import Pin
 from rcdiag.frameworks.translate_base import (
     Entry,
@@ -247,9 +256,119 @@ def areal_render(config: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------------
+# open-instruct (grpo_fast's options: the ρ correction)
+
+OI_CLAMP = "open-instruct clamps ℓ to ±10 (verl ±20): weights differ only where ρ < e^−10"
+
+
+def _oi_mask(part: Part) -> tuple[float, float]:
+    """Mask bounds open-instruct accepts: 0 < lower < 1 and upper > 1 (0 turns a side off)."""
+    lo, hi = _band(part)
+    return (lo if 0 < lo < 1 else 0.0), (hi if 1 < hi < float("inf") else 0.0)
+
+
+def _oi_masks(part: Part, sequence: bool = False) -> dict[str, Any]:
+    lo, hi = _oi_mask(part)
+    keys: dict[str, Any] = {
+        "use_rho_correction": True,
+        "rho_mask_lower_bound": lo,
+        "rho_mask_upper_bound": hi,
+    }
+    return keys | ({"rho_mask_sequence_level": True} if sequence else {})
+
+
+OI_WEIGHTS = (
+    "the mask zeroes the loss of the tokens outside (verl rejects them) and the others keep ρ "
+    "clamped by rho_clamp_upper_bound (2 by default: set 0 for none)"
+)
+
+OPEN_INSTRUCT_TABLE: Table = {
+    "token_tis": lambda p: Entry(
+        {"use_rho_correction": True, "rho_clamp_upper_bound": p.hi}, True, OI_CLAMP
+    ),
+    "token_icepop": lambda p: Entry(
+        {
+            "use_rho_correction": True,
+            "rho_clamp_upper_bound": 0.0,
+            "rho_mask_lower_bound": p.lo,
+            "rho_mask_upper_bound": p.hi,
+        },
+        True,
+        "the mask bounds zero the loss of the tokens outside, as verl's IcePop weight 0. "
+        + OI_CLAMP,
+    ),
+    "sequence_tis": lacking("open-instruct", "sequence-level IS of the product ratio"),
+    "token_k1": lambda p: Entry(_oi_masks(p), False, f"closest: {OI_WEIGHTS}"),
+    "legacy_token_rs": lambda p: Entry(_oi_masks(p), False, f"closest: {OI_WEIGHTS}"),
+    "seq_mean_k1": lambda p: Entry(
+        _oi_masks(p, sequence=True),
+        False,
+        "closest: rho_mask_sequence_level zeroes the loss of the sequences whose geometric-mean ρ "
+        "leaves the bounds, and weights the others by that ρ (clamped)",
+    ),
+    "legacy_geometric_rs": lambda p: Entry(
+        _oi_masks(p, sequence=True), False, "closest: as for seq_mean_k1"
+    ),
+    "batch_norm": lacking("open-instruct", "batch normalisation of the IS weights"),
+    "veto": lacking("open-instruct", "veto of sequences with a catastrophic token"),
+}
+OPEN_INSTRUCT_DEFAULT = lacking("open-instruct", "rejection of this kind")
+
+
+def open_instruct_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {open_instruct.PIN.version}: options of open_instruct/grpo_fast.py"
+    keys = config or {"use_rho_correction": False}
+    return " \\\n".join(
+        [
+            head + "\n" + _flag(*next(iter(keys.items()))),
+            *(_flag(k, v) for k, v in list(keys.items())[1:]),
+        ]
+    )
+
+
+def _flag(key: str, value: Any) -> str:
+    text = str(value).lower() if isinstance(value, bool) else repr(value)
+    return f"--{key} {text}"
+
+
+# ----------------------------------------------------------------------------------------------
+# prime-rl (the trainer's loss: none of verl's mechanisms)
+
+PRIME_CLOSEST = (
+    "closest: trainer.loss.type ipo, a token trust region on |p_train − p_rollout| (another "
+    "statistic: no threshold of it equals verl's)"
+)
+PRIME_TABLE: Table = {
+    "token_tis": lacking(
+        "prime-rl",
+        "truncated IS of the rollout ratio (its default loss masks by |Δp| and advantage sign)",
+    ),
+    "sequence_tis": lacking("prime-rl", "sequence-level IS"),
+    "token_icepop": lacking("prime-rl", "IcePop", PRIME_CLOSEST),
+    "token_k1": lacking("prime-rl", "token rejection on the ratio", PRIME_CLOSEST),
+}
+PRIME_DEFAULT = lacking("prime-rl", "mechanism of this kind")
+
+
+def prime_render(config: Mapping[str, Any]) -> str:
+    return (
+        f"# for {prime_rl.PIN.version}: the rl command's TOML\n"
+        "# keep the default loss: prime-rl has none of these mechanisms (notes below)"
+    )
+
+
 MORE_TRANSLATORS: dict[str, Translator] = {
     "nemo_rl": Translator(NEMO_TABLE, NEMO_DEFAULT, nemo_render),
     "areal": Translator(AREAL_TABLE, AREAL_DEFAULT, areal_render),
     "skyrl": Translator(SKYRL_TABLE, SKYRL_DEFAULT, skyrl_render),
+    "prime_rl": Translator(PRIME_TABLE, PRIME_DEFAULT, prime_render),
+    "open_instruct": Translator(OPEN_INSTRUCT_TABLE, OPEN_INSTRUCT_DEFAULT, open_instruct_render),
 }
-MORE_PINS: dict[str, Pin] = {"nemo_rl": nemo_rl.PIN, "skyrl": skyrl.PIN, "areal": areal.PIN}
+MORE_PINS: dict[str, Pin] = {
+    "nemo_rl": nemo_rl.PIN,
+    "skyrl": skyrl.PIN,
+    "areal": areal.PIN,
+    "prime_rl": prime_rl.PIN,
+    "open_instruct": open_instruct.PIN,
+}
