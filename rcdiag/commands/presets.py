@@ -34,7 +34,8 @@ def presets(
         typer.Option(
             "--framework",
             metavar="LIST",
-            help="List these frameworks' correction modes instead (trl, slime, openrlhf), with "
+            help="List these frameworks' correction modes instead (comma list of trl, slime, "
+            "openrlhf, nemo_rl, prime_rl, areal, skyrl, open_instruct, or all), with "
             "their own keys and defaults (docs/frameworks.md).",
         ),
     ] = None,

@@ -247,7 +247,8 @@ def recommend(
             "--framework",
             metavar="NAME",
             help="Also give the recommended configuration in this framework's own keys: trl, "
-            "slime or openrlhf (the closest equivalent where it lacks a mechanism, and saying so).",
+            "slime, openrlhf, nemo_rl, prime_rl, areal, skyrl or open_instruct (the closest "
+            "equivalent where it lacks a mechanism, and saying so).",
         ),
     ] = None,
     quiet: QuietOption = False,

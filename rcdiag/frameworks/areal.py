@@ -1,4 +1,4 @@
-"""inclusionAI AReaL: the decoupled-PPO behaviour statistics (metrics only).
+"""inclusionAI AReaL: the decoupled-PPO behaviour statistics, and its rejection sampling as dry-runs.
 
 Read on AReaL's main branch at commit 4aef98d (2026-05-21): ``areal/utils/functional/functional.py``
 (``apply_rejection_sampling`` and ``ppo_actor_loss_fn``: behave_imp_weight = exp(proximal −

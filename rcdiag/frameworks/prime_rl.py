@@ -1,4 +1,4 @@
-"""PrimeIntellect prime-rl: ``mismatch_kl/all/{mean,std,max}`` (metrics only).
+"""PrimeIntellect prime-rl: ``mismatch_kl/all/{mean,std,max}``, and the IPO loss's trust region.
 
 Read on prime-rl's main branch at commit 559b447 (2026-08-21): ``src/prime_rl/trainer/rl/loss.py``
 (``compute_importance_ratio_and_mismatch_kl``: log ratio trainer − inference, mismatch KL
