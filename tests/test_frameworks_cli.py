@@ -45,6 +45,19 @@ def test_analyze_frameworks_json(tmp_path: Path) -> None:
         entry["overall"]["nemo_rl/gen_kl_error"], document["overall"]["rollout_corr/k3_kl"]
     )
     assert AnalysisResult.from_json(document, source="a.json").to_json() == document
+    # where a value depends on a split the dump does not record, the output says so
+    assert "per process" in document["frameworks"][0]["aggregation"]
+    assert "TRL: per process" in " ".join(text.split())
+
+
+def test_report_says_how_each_framework_value_maps(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert (
+        invoke("report", str(DRIFT), "-q", "-o", str(out), "--frameworks", "open_instruct")[0] == 0
+    )
+    page = out.read_text()
+    assert "How each value maps onto what the framework logs" in page
+    assert "the last micro-batch" in page
 
 
 def test_analyze_without_frameworks_has_no_section(tmp_path: Path) -> None:

@@ -337,6 +337,11 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         "veto_threshold": (document.get("options") or {}).get("effective_veto_threshold", 1e-4),
         "missing": missing_sections(document),
         "frameworks": _framework_rows(document),
+        "framework_notes": [
+            {"title": e.get("title", e.get("framework")), "text": e["aggregation"]}
+            for e in document.get("frameworks") or []
+            if e.get("aggregation")
+        ],
     }
 
 
