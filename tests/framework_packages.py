@@ -41,9 +41,15 @@ def installed_version(distribution: str) -> str:
 
 
 @contextmanager
-def isolated_modules(stubs: Mapping[str, Mapping[str, Any]] = {}) -> Iterator[None]:
-    """Restores ``sys.modules`` afterwards; ``stubs``: module name → attributes of a stand-in."""
-    saved = dict(sys.modules)
+def isolated_modules(
+    stubs: Mapping[str, Mapping[str, Any]] = {}, roots: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """Stand-ins for ``stubs`` (module name → attributes) while the block runs; afterwards every
+    module under the stubs' and ``roots``' top-level packages that the block added is removed
+    again, and any it replaced is put back (modules of other packages imported meanwhile, e.g.
+    omegaconf, stay: removing them would import them twice)."""
+    tops = {name.split(".")[0] for name in stubs} | {name.split(".")[0] for name in roots}
+    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] in tops}
     try:
         for name, attributes in stubs.items():
             module = ModuleType(name)
@@ -51,13 +57,14 @@ def isolated_modules(stubs: Mapping[str, Mapping[str, Any]] = {}) -> Iterator[No
             sys.modules[name] = module
         yield
     finally:
-        sys.modules.clear()
+        for key in [k for k in sys.modules if k.split(".")[0] in tops]:
+            del sys.modules[key]
         sys.modules.update(saved)
 
 
 def load_module(name: str, path: Path) -> ModuleType:
     """Executes ``path`` as module ``name``, its parent packages empty stand-ins (inside
-    :func:`isolated_modules`)."""
+    :func:`isolated_modules` naming its top-level package in ``roots``)."""
     parts = name.split(".")
     for i in range(1, len(parts)):
         parent = ".".join(parts[:i])

@@ -252,3 +252,40 @@ def prime_ipo(
         "prime_rl/unmasked_mismatch_kl/mean": math.fsum(kept_kl) / max(len(kept_kl), 1),
     }
     return weights, keep, metrics
+
+
+def openrlhf_gate(
+    rows: Sequence[Row], level: str, gating: str, delta: float
+) -> tuple[list[list[float]], dict[str, float]]:
+    """PolicyLoss.forward with a divergence gate (mask mode, threshold [0, delta]): p, q the
+    rollout and training probabilities clamped to [1e-6, 1 − 1e-6]; binary KL or TV per token,
+    their mean per row at seq level; kept units weight the loss by ρ, the others by 0."""
+
+    def div(r: float, o: float) -> float:
+        p = min(max(math.exp(r), 1e-6), 1 - 1e-6)
+        q = min(max(math.exp(o), 1e-6), 1 - 1e-6)
+        if gating == "tv":
+            return abs(p - q)
+        return p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+
+    weights, filtered_tokens, filtered_rows = [], 0, 0
+    for row in rows:
+        pairs = _valid(row)
+        ds = [div(r, o) for r, o in pairs]
+        ratios = [_exp(o - r) for r, o in pairs]
+        if level == "seq":
+            ok = 0.0 <= _sample_mean(ds) <= delta
+            filtered_rows += not ok
+            weights.append([x if ok else 0.0 for x in ratios])
+        else:
+            keep = [0.0 <= d <= delta for d in ds]
+            filtered_tokens += sum(1 for k in keep if not k)
+            weights.append([x if k else 0.0 for x, k in zip(ratios, keep, strict=True)])
+    n = sum(len(w) for w in weights)
+    share = filtered_rows / len(rows) if level == "seq" else filtered_tokens / n
+    valid = [pair for row in rows for pair in _valid(row)]
+    metrics = {
+        "openrlhf/vllm_kl": _mean([r - o for r, o in valid]),
+        "openrlhf/is_filter_ratio": share,
+    }
+    return weights, metrics

@@ -52,12 +52,12 @@ def flags(snippet: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def verl_config() -> Iterator[Any]:
+def verl_config() -> Any:
     base = package_file("verl", "verl/base_config.py")
     algorithm = package_file("verl", "verl/trainer/config/algorithm.py")
-    with isolated_modules():
+    with isolated_modules(roots=("verl",)):
         load_module("verl.base_config", base)
-        yield load_module("verl.trainer.config.algorithm", algorithm).RolloutCorrectionConfig
+        return load_module("verl.trainer.config.algorithm", algorithm).RolloutCorrectionConfig
 
 
 def test_verl_accepts_every_latest_preset(verl_config: Any) -> None:
@@ -203,15 +203,15 @@ class _EnvConfig:
 
 
 @pytest.fixture(scope="module")
-def skyrl_config() -> Iterator[Any]:
+def skyrl_config() -> Any:
     path = package_file("skyrl", "skyrl/train/config/config.py")
     pytest.importorskip("omegaconf", reason="SkyRL's config module imports omegaconf")
     packages = ("skyrl_gym", "skyrl_gym.envs", "skyrl_gym.envs.search", "skyrl_gym.envs.sql")
     stubs: dict[str, dict[str, Any]] = {name: {"__path__": []} for name in packages}
     stubs["skyrl_gym.envs.search.env"] = {"SearchEnvConfig": _EnvConfig}
     stubs["skyrl_gym.envs.sql.env"] = {"Text2SQLEnvConfig": _EnvConfig}
-    with isolated_modules(stubs):
-        yield load_module("skyrl.train.config.config", path)
+    with isolated_modules(stubs, roots=("skyrl",)):
+        return load_module("skyrl.train.config.config", path)
 
 
 def test_skyrl_config_accepts_every_configuration(skyrl_config: Any) -> None:

@@ -14,7 +14,7 @@ from test_frameworks import assert_nested, close, make_steps, ragged, tokens_of
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks import areal_modes, open_instruct, prime_rl, skyrl_modes
+from rcdiag.frameworks import areal_modes, open_instruct, openrlhf, prime_rl, skyrl_modes
 from rcdiag.frameworks import nemo_rl_modes as nemo_modes
 
 
@@ -192,6 +192,32 @@ def test_prime_rl_ipo(threshold: float) -> None:
         else:
             close(got, value, figure)
     logged = comparison.metrics("p")
+    assert set(logged) == set(want_metrics)
+    for metric, value in want_metrics.items():
+        close(logged[metric], value, metric)
+
+
+@pytest.mark.parametrize("name", list(openrlhf.GATES))
+def test_openrlhf_divergence_gates(name: str) -> None:
+    """OpenRLHF's binary-KL and TV gates (a trust region: mask only, an upper bound)."""
+    level, gating, delta, _ = openrlhf.GATES[name]
+    plan = openrlhf.plan(level, "mask", 0.0, delta, gating)
+    rows = make_steps(14, steps=1)[0]
+    view = TokenView(ragged(rows, [0] * len(rows)))
+    want_w, want_metrics = modes_ref.openrlhf_gate(rows, level, gating, delta)
+    assert plan.weights is not None
+    assert_nested(tokens_of(view, plan.weights.applied(view), rows), want_w, "weights")
+    comparison = PresetComparison([NamedConfig(name, {}, plan)])
+    comparison.update(view.batch)
+    raw = [[ref._exp(e) for e in ref._ells(row)] for row in rows]
+    keep = [[1] * len(w) for w in want_w]
+    for figure, value in ref.summary(rows, raw, want_w, keep).items():
+        got = comparison.summary(name)[figure]
+        if value is None:
+            assert got is None, figure
+        else:
+            close(got, value, figure)
+    logged = comparison.metrics(name)
     assert set(logged) == set(want_metrics)
     for metric, value in want_metrics.items():
         close(logged[metric], value, metric)

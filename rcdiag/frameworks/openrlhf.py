@@ -22,6 +22,7 @@ from rcdiag.correction.external import Band, ModePlan, Ratio, Weights, ratio_row
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed, rho
 from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.ragged import F64
 
 ID = "openrlhf"
 LOW, HIGH = 0.5, 5.0
@@ -69,23 +70,72 @@ class OpenrlhfLogged(Component):
         return prefixed(ID, {"vllm_kl": -get("log_ratio") / get("valid_tokens")})
 
 
+EPS = 1e-6
+"""PolicyLoss clamps both probabilities to [1e-6, 1 − 1e-6] before a divergence."""
+
+
+def divergence(view: TokenView, gating: str) -> np.ndarray:
+    """The sampled token's binary KL p·ln(p/q) + (1−p)·ln((1−p)/(1−q)) or TV |p − q|, with p the
+    rollout and q the training probability (valid positions; 0 elsewhere)."""
+
+    def compute() -> np.ndarray:
+        p = np.clip(np.exp(view.valid(view.batch.rollout)), EPS, 1 - EPS)
+        q = np.clip(np.exp(view.valid(view.batch.old)), EPS, 1 - EPS)
+        if gating == "tv":
+            return view.valid(np.abs(p - q))
+        return view.valid(p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q)))
+
+    return view.memo(("openrlhf_divergence", gating), compute)
+
+
+def gate_keep(view: TokenView, seq_level: bool, gating: str, low: float, high: float) -> np.ndarray:
+    """Per row (seq level) or per position: the gated statistic lies in [low, high] (the ratio
+    itself, its row geometric mean, a divergence or its row mean; an empty row's mean is 0)."""
+
+    def compute() -> np.ndarray:
+        if gating == "ratio":
+            stat = ratio_rows(view, Ratio("geometric")) if seq_level else rho(view)
+        else:
+            d = divergence(view, gating)
+            stat = view.row_sum(d) / np.maximum(view.n, 1.0) if seq_level else d
+        return (stat >= low) & (stat <= high)
+
+    return view.memo(("openrlhf_gate", seq_level, gating, low, high), compute)
+
+
+@dataclass(frozen=True)
+class GateWeights(Weights):
+    """A divergence gate's weights: ρ where the gate keeps the token (or its row), else 0."""
+
+    seq_level: bool = False
+    gating: str = "binary_kl"
+
+    def applied(self, view: TokenView) -> F64:
+        def compute() -> F64:
+            keep = gate_keep(view, self.seq_level, self.gating, self.lo, self.hi)
+            keep = view.broadcast(keep) if self.seq_level else keep
+            return np.where(keep, rho(view), 0.0)
+
+        return view.memo(("openrlhf_gate_weights", self), compute)
+
+
 @dataclass(frozen=True)
 class OpenrlhfFilter(Component):
-    """``is_filter_ratio``: the share of valid tokens whose ratio leaves [low, high] (token level),
-    or of rows whose geometric-mean ratio does (seq level; an empty row's is e⁰ = 1)."""
+    """``is_filter_ratio``: the share of valid tokens whose statistic leaves [low, high] (token
+    level), or of rows whose row statistic does (seq level: over every row of the batch)."""
 
     seq_level: bool
     low: float = LOW
     high: float = HIGH
+    gating: str = "ratio"
 
     kinds: ClassVar[dict[str, Kind]] = {"filtered": "sum"}
 
     def row_stats(self, view: TokenView) -> RowStats:
+        keep = gate_keep(view, self.seq_level, self.gating, self.low, self.high)
         if self.seq_level:
-            rows = ratio_rows(view, Ratio("geometric"))
-            return {"filtered": ((rows < self.low) | (rows > self.high)).astype(np.float64)}
-        r = rho(view)
-        return {"filtered": view.count((r < self.low) | (r > self.high))}
+            return {"filtered": (~keep).astype(np.float64)}
+        return {"filtered": view.count(~keep)}
 
     def metrics(self, get: Getter) -> Metrics:
         total = get("rows") if self.seq_level else get("valid_tokens")
@@ -104,29 +154,37 @@ def weights(level: str, mode: str, low: float = LOW, high: float = HIGH) -> Weig
 
 @dataclass(frozen=True)
 class OpenrlhfPlan(ModePlan):
-    """A ratio gate: a weight on the loss (zero weights do not change the action mask)."""
+    """A gate: a weight on the loss (zero weights do not change the action mask)."""
 
     seq_level: bool = False
     low: float = LOW
     high: float = HIGH
+    gating: str = "ratio"
 
     def components(self) -> tuple[Component, ...]:
         return (
             OpenrlhfLogged(),
-            OpenrlhfFilter(self.seq_level, self.low, self.high),
+            OpenrlhfFilter(self.seq_level, self.low, self.high, self.gating),
             self.outcome(),
         )
 
 
-def plan(level: str, mode: str, low: float = LOW, high: float = HIGH) -> OpenrlhfPlan:
-    return OpenrlhfPlan(
-        ID, weights(level, mode, low, high), seq_level=level == "seq", low=low, high=high
-    )
+def plan(
+    level: str, mode: str, low: float = LOW, high: float = HIGH, gating: str = "ratio"
+) -> OpenrlhfPlan:
+    seq = level == "seq"
+    if gating == "ratio":
+        w: Weights = weights(level, mode, low, high)
+    else:
+        w = GateWeights(Ratio("token"), lo=low, hi=high, seq_level=seq, gating=gating)
+    return OpenrlhfPlan(ID, w, seq_level=seq, low=low, high=high, gating=gating)
 
 
-def config(level: str, mode: str, low: float = LOW, high: float = HIGH) -> dict[str, Any]:
-    """The train_ppo_ray options of a gate on the ratio."""
-    return {LEVEL: level, MODE: mode, GATING: "ratio", THRESHOLD: (low, high)}
+def config(
+    level: str, mode: str, low: float = LOW, high: float = HIGH, gating: str = "ratio"
+) -> dict[str, Any]:
+    """The train_ppo_ray options of a gate."""
+    return {LEVEL: level, MODE: mode, GATING: gating, THRESHOLD: (low, high)}
 
 
 MODES = {
@@ -139,6 +197,22 @@ MODES = {
     ),
 }
 
+GATES = {
+    "seq-binary-kl": (
+        "seq",
+        "binary_kl",
+        3e-3,
+        "token ratio, zeroed on rows whose mean binary KL exceeds 3e-3 (FlashREINFORCE; the "
+        "value of OpenRLHF's own test)",
+    ),
+    "token-tv": (
+        "token",
+        "tv",
+        0.05,
+        "token ratio, zeroed where |p_rollout − p_train| exceeds 0.05 (OpenRLHF's test value)",
+    ),
+}
+
 PRESETS = tuple(
     Preset(
         f"{ID}:{name}",
@@ -148,6 +222,15 @@ PRESETS = tuple(
         "own components (OpenRLHF exponentiates ℓ unclamped)",
     )
     for name, (level, mode, purpose) in MODES.items()
+) + tuple(
+    Preset(
+        f"{ID}:{name}",
+        purpose,
+        config(level, "mask", 0.0, delta, gating),
+        plan(level, "mask", 0.0, delta, gating),
+        "own components (probabilities clamped to [1e-6, 1 − 1e-6], as OpenRLHF)",
+    )
+    for name, (level, gating, delta, purpose) in GATES.items()
 )
 
 FRAMEWORK = Framework(
