@@ -42,24 +42,30 @@ def _sample_mean(values: Sequence[float]) -> float:
     return math.fsum(values) / max(len(values), 1)
 
 
-def trl_ratios(rows: Sequence[Row], mode: str, cap: float) -> list[list[float]]:
-    """TRL's ratio per valid token (token modes) or one per row (sequence modes)."""
+def trl_ratios(
+    rows: Sequence[Row], mode: str, cap: float, low: float | None = None
+) -> list[list[float]]:
+    """TRL's ratio per valid token (token modes) or one per row (sequence modes): truncate clamps
+    to [low, cap] (no lower bound when low is None), mask zeroes a ratio outside."""
     out = []
     for row in rows:
         ells = _ells(row)
         sequence = mode.startswith("sequence")
         values = [_exp(math.fsum(ells))] if sequence else [_exp(e) for e in ells]
+        floor = -math.inf if low is None else low
         if mode.endswith("truncate"):
-            values = [min(v, cap) for v in values]
+            values = [max(min(v, cap), floor) for v in values]
         else:
-            values = [0.0 if v > cap else v for v in values]
+            values = [0.0 if v > cap or v < floor else v for v in values]
         out.append(values)
     return out
 
 
-def trl(rows: Sequence[Row], mode: str = "sequence_mask", cap: float = 3.0) -> dict[str, float]:
+def trl(
+    rows: Sequence[Row], mode: str = "sequence_mask", cap: float = 3.0, low: float | None = None
+) -> dict[str, float]:
     ells = _all_ells(rows)
-    flat = [v for values in trl_ratios(rows, mode, cap) for v in values]
+    flat = [v for values in trl_ratios(rows, mode, cap, low) for v in values]
     return {
         "trl/sampling/sampling_logp_difference/mean": _mean([abs(e) for e in ells]),
         "trl/sampling/sampling_logp_difference/max": max(abs(e) for e in ells),

@@ -232,11 +232,12 @@ def assert_nested(got: list[list[float]], want: list[list[float]], what: str) ->
 
 @pytest.mark.parametrize("seed", [0, 5])
 @pytest.mark.parametrize("mode", trl_module.MODES)
-def test_trl_mode_weights(mode: str, seed: int) -> None:
+@pytest.mark.parametrize("low", [None, 0.5])
+def test_trl_mode_weights(mode: str, seed: int, low: float | None) -> None:
     rows = make_steps(seed, steps=1)[0]
     view = TokenView(ragged(rows, [0] * len(rows)))
-    weights = trl_module.mode_weights(mode, 3.0)
-    want = ref.trl_ratios(rows, mode, 3.0)
+    weights = trl_module.mode_weights(mode, 3.0, low)
+    want = ref.trl_ratios(rows, mode, 3.0, low)
     if mode.startswith("sequence"):
         assert_nested([[w] for w in weights.rows(view).tolist()], want, mode)
         want = [r * len(ref._ells(row)) for r, row in zip(want, rows, strict=True)]
@@ -336,8 +337,9 @@ def test_framework_presets_summaries_per_step(seed: int) -> None:
     for preset in presets:
         for step, rows in [(None, [r for rs in dump.values() for r in rs]), *dump.items()]:
             if preset.name.startswith("trl"):
-                mode = preset.name.split(":")[1]
-                w = ref.trl_ratios(rows, mode, 3.0)
+                mode = preset.config["vllm_importance_sampling_mode"]
+                low = preset.config.get("vllm_importance_sampling_clip_min")
+                w = ref.trl_ratios(rows, mode, 3.0, low)
                 if mode.startswith("sequence"):
                     w = [r * len(ref._ells(row)) for r, row in zip(w, rows, strict=True)]
                 level = "sequence" if mode.startswith("sequence") else "token"
@@ -369,8 +371,9 @@ def test_trl_mode_metrics_follow_the_mode() -> None:
     comparison = PresetComparison([NamedConfig(p.name, p.config, p.plan) for p in presets])
     comparison.update(batch)
     for preset in presets:
-        mode = preset.name.split(":")[1]
-        want = ref.trl(rows, mode, 3.0)
+        mode = preset.config["vllm_importance_sampling_mode"]
+        low = preset.config.get("vllm_importance_sampling_clip_min")
+        want = ref.trl(rows, mode, 3.0, low)
         got = comparison.metrics(preset.name)
         assert set(got) == set(want)  # no verl metric for another framework's mode
         for name, value in want.items():

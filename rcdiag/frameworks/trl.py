@@ -113,8 +113,8 @@ class TrlPlan(ModePlan):
         return (TrlLogged(self.weights), self.outcome())
 
 
-def plan(mode: str = DEFAULT_MODE, cap: float = DEFAULT_CAP) -> TrlPlan:
-    return TrlPlan(ID, mode_weights(mode, cap))
+def plan(mode: str = DEFAULT_MODE, cap: float = DEFAULT_CAP, low: float | None = None) -> TrlPlan:
+    return TrlPlan(ID, mode_weights(mode, cap, low))
 
 
 def config(mode: str, cap: float = DEFAULT_CAP, low: float | None = None) -> dict[str, Any]:
@@ -136,6 +136,20 @@ PURPOSES = {
     "sequence_mask": "sequence ratio set to 0 above C = 3 (TRL's default)",
 }
 
+TWO_SIDED_LOW = 0.5
+"""The lower bound of the two-sided presets: ``vllm_importance_sampling_clip_min`` has no default
+(None: one-sided); 0.5 is an example, IcePop's usual lower bound."""
+TWO_SIDED = {
+    "token_mask_two_sided": (
+        "token_mask",
+        "per-token ratio set to 0 outside [0.5, 3] (clip_min 0.5)",
+    ),
+    "sequence_mask_two_sided": (
+        "sequence_mask",
+        "sequence ratio set to 0 outside [0.5, 3] (clip_min 0.5)",
+    ),
+}
+
 PRESETS = tuple(
     Preset(
         f"{ID}:{mode}",
@@ -145,6 +159,15 @@ PRESETS = tuple(
         "own components (TRL exponentiates ℓ unclamped; verl clamps to ±20)",
     )
     for mode in MODES
+) + tuple(
+    Preset(
+        f"{ID}:{name}",
+        purpose,
+        config(mode, low=TWO_SIDED_LOW),
+        plan(mode, low=TWO_SIDED_LOW),
+        "own components (TRL exponentiates ℓ unclamped; verl clamps to ±20)",
+    )
+    for name, (mode, purpose) in TWO_SIDED.items()
 )
 
 FRAMEWORK = Framework(
