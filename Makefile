@@ -7,11 +7,20 @@ TORCH ?= torch==2.13.0
 
 .PHONY: install demo test lint browser bench clean install-size
 
-$(VENV)/.installed: pyproject.toml
+# Test dependencies only: other frameworks' packages whose own config classes and argument parsers
+# check the configurations rcdiag writes in their keys (tests/test_framework_configs.py loads one
+# module of each). Pinned, and without their dependencies (GPU stacks); TRL's GRPOConfig subclasses
+# transformers' TrainingArguments, so transformers comes with its own (small) dependencies.
+FRAMEWORK_PACKAGES := trl==1.16.0 openrlhf==0.11.2 verl==0.9.1 skyrl==0.3.0 areal==1.0.4
+FRAMEWORK_PARSER_DEPS := transformers==5.23.0 accelerate==1.15.0 omegaconf==2.3.0
+
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev,torch,ray,polars]"
+	$(BIN)/python -m pip install --quiet $(FRAMEWORK_PARSER_DEPS)
+	$(BIN)/python -m pip install --quiet --no-deps $(FRAMEWORK_PACKAGES)
 	touch $@
 
 install: $(VENV)/.installed

@@ -42,24 +42,30 @@ def _sample_mean(values: Sequence[float]) -> float:
     return math.fsum(values) / max(len(values), 1)
 
 
-def trl_ratios(rows: Sequence[Row], mode: str, cap: float) -> list[list[float]]:
-    """TRL's ratio per valid token (token modes) or one per row (sequence modes)."""
+def trl_ratios(
+    rows: Sequence[Row], mode: str, cap: float, low: float | None = None
+) -> list[list[float]]:
+    """TRL's ratio per valid token (token modes) or one per row (sequence modes): truncate clamps
+    to [low, cap] (no lower bound when low is None), mask zeroes a ratio outside."""
     out = []
     for row in rows:
         ells = _ells(row)
         sequence = mode.startswith("sequence")
         values = [_exp(math.fsum(ells))] if sequence else [_exp(e) for e in ells]
+        floor = -math.inf if low is None else low
         if mode.endswith("truncate"):
-            values = [min(v, cap) for v in values]
+            values = [max(min(v, cap), floor) for v in values]
         else:
-            values = [0.0 if v > cap else v for v in values]
+            values = [0.0 if v > cap or v < floor else v for v in values]
         out.append(values)
     return out
 
 
-def trl(rows: Sequence[Row], mode: str = "sequence_mask", cap: float = 3.0) -> dict[str, float]:
+def trl(
+    rows: Sequence[Row], mode: str = "sequence_mask", cap: float = 3.0, low: float | None = None
+) -> dict[str, float]:
     ells = _all_ells(rows)
-    flat = [v for values in trl_ratios(rows, mode, cap) for v in values]
+    flat = [v for values in trl_ratios(rows, mode, cap, low) for v in values]
     return {
         "trl/sampling/sampling_logp_difference/mean": _mean([abs(e) for e in ells]),
         "trl/sampling/sampling_logp_difference/max": max(abs(e) for e in ells),
@@ -127,7 +133,13 @@ def nemo_rl(rows: Sequence[Row]) -> dict[str, float]:
         mixture = math.log(0.5 * math.exp(o) + 0.5 * math.exp(r))
         a, b = o - mixture, r - mixture
         js.append(0.5 * (math.exp(a) - a - 1) + 0.5 * (math.exp(b) - b - 1))
+    weights = [_exp(o - r) for r, o in valid]
+    per_row = [_mean([_exp(abs(e)) for e in _ells(row)]) for row in rows if _ells(row)]
     return {
+        "nemo_rl/sampling_importance_ratio": _mean([0.0 if math.isinf(w) else w for w in weights]),
+        "nemo_rl/max_seq_mult_prob_error": max(per_row),
+        "nemo_rl/mean_seq_mult_prob_error": _mean(per_row),
+        "nemo_rl/min_seq_mult_prob_error": min(per_row),
         "nemo_rl/token_mult_prob_error": _mean(mult),
         "nemo_rl/gen_kl_error": _mean(gen),
         "nemo_rl/policy_kl_error": _mean(policy),
@@ -140,37 +152,109 @@ def openrlhf(rows: Sequence[Row]) -> dict[str, float]:
     return {"openrlhf/vllm_kl": _mean([r - o for r, o in valid])}
 
 
+def _sample_std(values: Sequence[float]) -> float:
+    """torch's Tensor.std(): N − 1 (0.0 here for one value, where torch gives nan)."""
+    if len(values) < 2:
+        return 0.0
+    mean = _mean(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def prime_rl(rows: Sequence[Row]) -> dict[str, float]:
-    ells = _all_ells(rows)
-    return {"prime_rl/mismatch_kl": _mean([_exp(e) - e - 1 for e in ells])}
-
-
-def areal(rows: Sequence[Row]) -> dict[str, float]:
-    ells = _all_ells(rows)
+    """train.py gathers e^ℓ − ℓ − 1 of every valid token under mismatch_kl/all; compute_stats."""
+    kls = [_exp(e) - e - 1 for e in _all_ells(rows)]
     return {
-        "areal/behave_imp_weight/avg": _mean([_exp(e) for e in ells]),
-        "areal/behave_approx_kl/avg": _mean(ells),
+        "prime_rl/mismatch_kl/all/mean": _mean(kls),
+        "prime_rl/mismatch_kl/all/std": _sample_std(kls),
+        "prime_rl/mismatch_kl/all/max": max(kls),
+    }
+
+
+def areal(rows: Sequence[Row], upper: float = 5.0) -> dict[str, float | None]:
+    """apply_rejection_sampling at its defaults (token, mask, ratio, upper 5): a token with
+    ρ > upper leaves the loss mask; behave_mask = weight > 0 on what is left."""
+    ells = _all_ells(rows)
+    kept = [e for e in ells if 0.0 < _exp(e) <= upper]
+    weights = [_exp(e) for e in kept]
+    return {
+        "areal/behave_imp_weight/avg": _mean(weights) if kept else None,
+        "areal/behave_imp_weight/min": min(weights) if kept else None,
+        "areal/behave_imp_weight/max": max(weights) if kept else None,
+        "areal/behave_approx_kl/avg": _mean(kept) if kept else None,
+        "areal/behave_approx_kl/min": min(kept) if kept else None,
+        "areal/behave_approx_kl/max": max(kept) if kept else None,
+        "areal/rs_filtered_fraction": sum(1 for e in ells if _exp(e) > upper) / len(ells),
     }
 
 
 def skyrl(rows: Sequence[Row]) -> dict[str, float]:
-    ratios = [math.exp(max(-20.0, min(20.0, e))) for e in _all_ells(rows)]
-    return {"skyrl/is_ratio_mean": _mean(ratios), "skyrl/is_ratio_max": max(ratios)}
+    ells = _all_ells(rows)
+    ratios = [math.exp(max(-20.0, min(20.0, e))) for e in ells]
+    diffs = [abs(e) for e in ells]  # |rollout − policy log-prob| under the loss mask
+    return {
+        "skyrl/is_ratio_mean": _mean(ratios),
+        "skyrl/is_ratio_max": max(ratios),
+        "skyrl/policy/rollout_train_logprobs_abs_diff_mean": _mean(diffs),
+        "skyrl/policy/rollout_train_logprobs_abs_diff_std": _sample_std(diffs),
+        "skyrl/policy/rollout_train_logprobs_abs_diff_max": max(diffs),
+        "skyrl/policy/rollout_train_logprobs_abs_diff_min": min(diffs),
+    }
+
+
+def open_instruct_rho(
+    rows: Sequence[Row],
+    clamp: tuple[float, float] = (0.0, 2.0),
+    drop: tuple[float, float] = (0.0, 0.0),
+    sequence: bool = False,
+) -> tuple[list[list[float]], list[list[bool]], list[list[bool]], list[list[bool]]]:
+    """compute_rho_correction per row: (weights, clipped, dropped low, dropped high) per token."""
+    weights, clipped, lows, highs = [], [], [], []
+    for row in rows:
+        ells = [max(-10.0, min(10.0, e)) for e in _ells(row)]
+        geometric = math.exp(_sample_mean(ells))
+        rhos = [geometric] * len(ells) if sequence else [math.exp(e) for e in ells]
+        w_row, c_row, l_row, h_row = [], [], [], []
+        for r in rhos:
+            low = drop[0] > 0 and r < drop[0]
+            high = drop[1] > 0 and r > drop[1]
+            c = r
+            if clamp[0] > 0:
+                c = max(c, clamp[0])
+            if clamp[1] > 0:
+                c = min(c, clamp[1])
+            w_row.append(0.0 if low or high else c)
+            c_row.append(c != r)
+            l_row.append(low)
+            h_row.append(high)
+        weights.append(w_row)
+        clipped.append(c_row)
+        lows.append(l_row)
+        highs.append(h_row)
+    return weights, clipped, lows, highs
 
 
 def open_instruct(rows: Sequence[Row]) -> dict[str, float]:
     diffs = [abs(e) for e in _all_ells(rows)]
-    mean = _mean(diffs)
-    std = (
-        math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-        if len(diffs) > 1
-        else 0.0
-    )
+    valid = [pair for row in rows for pair in _valid(row)]
+    weights, clipped, lows, highs = open_instruct_rho(rows)
+    n = len(diffs)
+
+    def share(flags: list[list[bool]]) -> float:
+        return sum(1 for f in flags for x in f if x) / n
+
     return {
-        "open_instruct/debug/vllm_vs_local_logprob_diff_mean": mean,
+        "open_instruct/debug/vllm_vs_local_logprob_diff_mean": _mean(diffs),
         "open_instruct/debug/vllm_vs_local_logprob_diff_max": max(diffs),
-        "open_instruct/debug/vllm_vs_local_logprob_diff_std": std,
-        "open_instruct/debug/vllm_local_reverse_kl": _mean([-e for e in _all_ells(rows)]),
+        "open_instruct/debug/vllm_vs_local_logprob_diff_std": _sample_std(diffs),
+        # exp(vllm) · (vllm − local), averaged over the valid tokens
+        "open_instruct/debug/vllm_local_reverse_kl": _mean(
+            [math.exp(r) * (r - o) for r, o in valid]
+        ),
+        "open_instruct/val/rho_weight": math.fsum(x for w in weights for x in w) / n,
+        "open_instruct/val/rho_clipfrac": share(clipped),
+        "open_instruct/val/rho_drop_frac": (share(lows) + share(highs)),
+        "open_instruct/val/rho_drop_low_frac": share(lows),
+        "open_instruct/val/rho_drop_high_frac": share(highs),
     }
 
 
@@ -249,14 +333,6 @@ def slime_mis(
             tau = options.get("rs_veto_threshold")
             if tau is not None and any(e < math.log(tau) for e in ells):
                 keep = [0] * len(ells)
-            if options.get("rs_trust_region") == "max":
-                stat = max((e * e / 2 for e in ells), default=0.0)
-                if not stat <= options["rs_tr_threshold"]:
-                    keep = [0] * len(ells)
-            elif options.get("rs_trust_region") == "avg":
-                stat = _sample_mean([math.exp(-e) - 1 + e for e in ells])
-                if not stat <= options["rs_tr_threshold"]:
-                    keep = [0] * len(ells)
         weights.append(w)
         masks.append(keep)
     mu = 1.0
@@ -283,6 +359,21 @@ def openrlhf_weights(rows: Sequence[Row], kind: str, low: float, high: float) ->
             inside = low <= geo <= high
             out.append([r if inside else 0.0 for r in ratios])
     return out
+
+
+def openrlhf_logged(rows: Sequence[Row], kind: str, low: float, high: float) -> dict[str, float]:
+    """PolicyLoss.forward's vllm_kl and is_filter_ratio: the share of valid tokens outside the band
+    (token level), or of rows (seq level: filtered.float().mean() over the batch's rows)."""
+    valid = [pair for row in rows for pair in _valid(row)]
+    if kind == "seq-mask-tis":
+        geos = [_exp(_sample_mean(_ells(row))) for row in rows]
+        share = sum(1 for g in geos if not low <= g <= high) / len(rows)
+    else:
+        share = sum(1 for e in _all_ells(rows) if not low <= _exp(e) <= high) / len(valid)
+    return {
+        "openrlhf/vllm_kl": _mean([r - o for r, o in valid]),
+        "openrlhf/is_filter_ratio": share,
+    }
 
 
 def summary(
@@ -315,6 +406,62 @@ def summary(
     kw = [w for ww, kk in zip(weights, keep, strict=True) for w, k in zip(ww, kk, strict=True) if k]
     applied = math.fsum(kw)
     out["weight_mass_removed"] = 1.0 if math.isinf(kr) else ((kr - applied) / kr if kr > 0 else 0.0)
-    out["ess"] = applied * applied / (kept * math.fsum(w * w for w in kw))
+    squares = math.fsum(w * w for w in kw)
+    out["ess"] = applied * applied / (kept * squares) if squares > 0 else math.nan
     out["max_weight"] = max(kw) / mu
     return out
+
+
+def slime_mis_metrics(rows: Sequence[Row], options: dict) -> dict[str, float]:
+    """The mis_ metrics compute_mis_weights logs (mis.py; the mis_ prefix added by
+    compute_mis_weights_with_cp), each reduced per sample over the loss mask before rejection,
+    summed and divided by the sample count; plus train_rollout_logprob_abs_diff and the helper's
+    perplexity metrics (:func:`slime`)."""
+    lower = (
+        options["tis_lower_bound"]
+        if options["tis_lower_bound"] is not None
+        else 1 / options["tis_upper_bound"]
+    )
+    upper = options["tis_upper_bound"]
+    rs_lo = options["rs_lower_bound"] if options["rs_lower_bound"] is not None else lower
+    rs_hi = options["rs_upper_bound"] if options["rs_upper_bound"] is not None else upper
+    after, _, mu = slime_mis(rows, options)
+    mode = options["tis_mode"]
+    per: dict[str, list[float]] = {}
+
+    def add(name: str, values: list[float]) -> None:
+        per.setdefault(f"mis_{name}", []).append(_sample_mean(values))
+
+    def ratio(ells: list[float], level: str) -> list[float]:
+        if level == "token":
+            return [math.exp(_clamp(e, 20.0)) for e in ells]
+        return [math.exp(_clamp(_row_log(ells, level), 20.0))] * len(ells)
+
+    for row, w_after in zip(rows, after, strict=True):
+        ells = _ells(row)
+        before = ratio(ells, options["tis_level"])
+        add("tis_weight_before_bound", before)
+        if mode == "truncate":
+            add("tis_truncate_fraction", [float(x > upper) for x in before])
+        else:
+            add(f"tis_{mode}_fraction_low", [float(x < lower) for x in before])
+            add(f"tis_{mode}_fraction_high", [float(x > upper) for x in before])
+        add("tis_weight_after_bound", w_after)
+        if options["use_rs"]:
+            rs = ratio(ells, options["rs_level"])
+            add("rs_mask_fraction_low", [float(x < rs_lo) for x in rs])
+            add("rs_mask_fraction_high", [float(x > rs_hi) for x in rs])
+            tau = options["rs_veto_threshold"]
+            if tau is not None:
+                bad = [float(e < math.log(tau)) for e in ells]
+                add("rs_catastrophic_token_fraction", bad)
+                add("rs_catastrophic_seq_fraction", [float(any(bad))] * len(ells))
+        add("is_ratio_mean_after_tis_rs", w_after)
+        if options["tis_batch_normalize"]:
+            add("batch_norm_factor", [mu] * len(ells))
+        final = [x / mu for x in w_after]
+        add("is_ratio_mean_final", final)
+        add("is_ratio_min_final", [min(final)] * len(ells) if final else [])
+        add("is_ratio_max_final", [max(final)] * len(ells) if final else [])
+    out = {f"slime/{k}": math.fsum(v) / len(rows) for k, v in per.items()}
+    return {**slime(rows), **out}

@@ -12,7 +12,10 @@ import reference_frameworks as ref
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask, ratio_tokens
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
+from rcdiag.frameworks import (
+    FRAMEWORKS,
+    parse_frameworks,
+)
 from rcdiag.frameworks import openrlhf as openrlhf_module
 from rcdiag.frameworks import slime as slime_module
 from rcdiag.frameworks import trl as trl_module
@@ -74,7 +77,10 @@ def batches(dump: dict[int, list[Row]], chunk: int = 5) -> list[RaggedBatch]:
     ]
 
 
-def close(got: float | None, want: float, where: str) -> None:
+def close(got: float | None, want: float | None, where: str) -> None:
+    if want is None:  # the framework logs nothing there
+        assert got is None, (where, got)
+        return
     assert got is not None, where
     if math.isinf(want) or math.isnan(want):
         assert got == want or (math.isnan(want) and math.isnan(got)), (where, got, want)
@@ -125,11 +131,54 @@ def test_hand_computed_metrics() -> None:
     # NeMo-RL: exp|ℓ| = 2, 1, 2 → 5/3; k3(ln2) = 1 − ln2, k3(0) = 0, k3(−ln2) = ln2 − ½
     assert math.isclose(got["nemo_rl/token_mult_prob_error"], 5 / 3)
     assert math.isclose(got["nemo_rl/gen_kl_error"], (0.5) / 3)
-    assert math.isclose(got["prime_rl/mismatch_kl"], 0.5 / 3)
-    # OpenRLHF and open-instruct: mean(rollout − old) = (−ln2 + 0 + ln2)/3 = 0
+    # ρ = 2, 1, ½: the token mean of the IS weight; per row mean e^|ℓ| = 1.5 and 2
+    assert math.isclose(got["nemo_rl/sampling_importance_ratio"], 3.5 / 3)
+    assert math.isclose(got["nemo_rl/max_seq_mult_prob_error"], 2.0)
+    assert math.isclose(got["nemo_rl/mean_seq_mult_prob_error"], 1.75)
+    assert math.isclose(got["nemo_rl/min_seq_mult_prob_error"], 1.5)
+    assert math.isclose(got["prime_rl/mismatch_kl/all/mean"], 0.5 / 3)
+    assert math.isclose(got["prime_rl/mismatch_kl/all/max"], 1 - ln2)
+    # OpenRLHF: mean(rollout − old) = (−ln2 + 0 + ln2)/3 = 0; open-instruct weights it by e^−1
     assert abs(got["openrlhf/vllm_kl"]) < 1e-15
+    assert abs(got["open_instruct/debug/vllm_local_reverse_kl"]) < 1e-15
+    # ρ ≤ 2 everywhere: nothing clamped at 2, nothing over AReaL's 5
+    assert math.isclose(got["open_instruct/val/rho_weight"], 3.5 / 3)
+    assert got["open_instruct/val/rho_clipfrac"] == 0.0
     assert math.isclose(got["areal/behave_imp_weight/avg"], (2 + 1 + 0.5) / 3)
+    assert math.isclose(got["areal/behave_imp_weight/min"], 0.5)
+    assert got["areal/rs_filtered_fraction"] == 0
+    assert math.isclose(got["areal/behave_approx_kl/max"], ln2)
     assert math.isclose(got["skyrl/is_ratio_max"], 2.0)
+    assert math.isclose(got["skyrl/policy/rollout_train_logprobs_abs_diff_mean"], 2 * ln2 / 3)
+    assert got["skyrl/policy/rollout_train_logprobs_abs_diff_min"] == 0.0
+
+
+def test_hand_computed_weighted_metrics() -> None:
+    """One row: rollout −0.5 and −2, ℓ = −0.1 and 0.3 (and ρ = e^0.3 < 2, e^−0.1 > ½).
+
+    open-instruct's reverse KL weights r − o = −ℓ by e^r: (e^−0.5·0.1 − e^−2·0.3) / 2. AReaL at an
+    upper bound of 5 keeps both; with ℓ = 2 on the second token (ρ = e² > 5) it drops it from
+    both the numerator and the denominator."""
+    rows: list[Row] = [([-0.5, -2.0], [-0.6, -1.7], [1, 1])]
+    got = _overall(rows, "open_instruct,areal")
+    want = (math.exp(-0.5) * 0.1 - math.exp(-2.0) * 0.3) / 2
+    assert math.isclose(got["open_instruct/debug/vllm_local_reverse_kl"], want, rel_tol=1e-9)
+    got = _overall([([-0.5, -2.0], [-0.6, 0.0], [1, 1])], "areal,open_instruct")
+    assert math.isclose(got["areal/behave_imp_weight/avg"], math.exp(-0.1))
+    assert math.isclose(got["areal/behave_approx_kl/avg"], -0.1)
+    assert got["areal/rs_filtered_fraction"] == 0.5
+    # open-instruct clamps ρ = e² at 2: weight (e^−0.1 + 2)/2, one token of two clipped
+    assert math.isclose(got["open_instruct/val/rho_weight"], (math.exp(-0.1) + 2) / 2)
+    assert got["open_instruct/val/rho_clipfrac"] == 0.5
+
+
+def _overall(rows: list[Row], names: str) -> dict[str, float | None]:
+    analysis = OffPolicyAnalysis()
+    metrics = FrameworkMetrics(parse_frameworks(names), analysis.stats)
+    batch = ragged(rows, [0] * len(rows))
+    analysis.update(batch)
+    metrics.update(batch)
+    return {k: v for r in metrics.results() for k, v in r.overall.items()}
 
 
 def test_a_step_without_valid_tokens_has_null_metrics() -> None:
@@ -183,11 +232,12 @@ def assert_nested(got: list[list[float]], want: list[list[float]], what: str) ->
 
 @pytest.mark.parametrize("seed", [0, 5])
 @pytest.mark.parametrize("mode", trl_module.MODES)
-def test_trl_mode_weights(mode: str, seed: int) -> None:
+@pytest.mark.parametrize("low", [None, 0.5])
+def test_trl_mode_weights(mode: str, seed: int, low: float | None) -> None:
     rows = make_steps(seed, steps=1)[0]
     view = TokenView(ragged(rows, [0] * len(rows)))
-    weights = trl_module.mode_weights(mode, 3.0)
-    want = ref.trl_ratios(rows, mode, 3.0)
+    weights = trl_module.mode_weights(mode, 3.0, low)
+    want = ref.trl_ratios(rows, mode, 3.0, low)
     if mode.startswith("sequence"):
         assert_nested([[w] for w in weights.rows(view).tolist()], want, mode)
         want = [r * len(ref._ells(row)) for r, row in zip(want, rows, strict=True)]
@@ -219,8 +269,9 @@ MIS_CASES = [
     },
     {"rs_veto_threshold": 1e-4},
     {"rs_level": "sequence", "rs_lower_bound": 0.2, "rs_upper_bound": 5.0},
-    {"rs_trust_region": "max", "rs_tr_threshold": 2.0},
-    {"rs_trust_region": "avg", "rs_tr_threshold": 0.01},
+    {"rs_level": "geometric", "rs_lower_bound": 0.9, "rs_upper_bound": 1.1},
+    {"tis_level": "sequence", "rs_level": "token", "rs_veto_threshold": 1e-5},
+    {"tis_mode": "clip", "rs_veto_threshold": 1e-4, "tis_batch_normalize": False},
 ]
 
 
@@ -248,30 +299,47 @@ def test_slime_mis_weights_and_masks(case: int) -> None:
             assert got[figure] is None, figure
         else:
             close(got[figure], value, figure)
+    logged = comparison.metrics("m")
+    want_logged = ref.slime_mis_metrics(rows, options.config())
+    assert set(logged) == set(want_logged)  # the names mis.py logs, and only those
+    for name, value in want_logged.items():
+        close(logged[name], value, name)
 
 
 @pytest.mark.parametrize("kind", ["tis", "icepop", "seq-mask-tis"])
 def test_openrlhf_weights(kind: str) -> None:
     rows = make_steps(8, steps=1)[0]
     view = TokenView(ragged(rows, [0] * len(rows)))
-    weights = openrlhf_module.weights(kind, 0.5, 5.0)
+    level, mode, _ = openrlhf_module.MODES[kind]
+    weights = openrlhf_module.weights(level, mode, 0.5, 5.0)
     got = tokens_of(view, weights.applied(view), rows)
     assert_nested(got, ref.openrlhf_weights(rows, kind, 0.5, 5.0), kind)
+    comparison = PresetComparison([NamedConfig("o", {}, openrlhf_module.plan(level, mode))])
+    comparison.update(view.batch)
+    logged = comparison.metrics("o")
+    want = ref.openrlhf_logged(rows, kind, 0.5, 5.0)
+    assert set(logged) == set(want)
+    for name, value in want.items():
+        close(logged[name], value, name)
 
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_framework_presets_summaries_per_step(seed: int) -> None:
     """Every TRL and OpenRLHF mode's summary figures, per step and overall, streamed in chunks."""
     dump = make_steps(seed)
-    presets = [*trl_module.PRESETS, *openrlhf_module.PRESETS]
+    ratio_gates = [
+        p for p in openrlhf_module.PRESETS if p.name.split(":")[1] in openrlhf_module.MODES
+    ]
+    presets = [*trl_module.PRESETS, *ratio_gates]
     comparison = PresetComparison([NamedConfig(p.name, p.config, p.plan) for p in presets])
     for batch in batches(dump):
         comparison.update(batch)
     for preset in presets:
         for step, rows in [(None, [r for rs in dump.values() for r in rs]), *dump.items()]:
             if preset.name.startswith("trl"):
-                mode = preset.name.split(":")[1]
-                w = ref.trl_ratios(rows, mode, 3.0)
+                mode = preset.config["vllm_importance_sampling_mode"]
+                low = preset.config.get("vllm_importance_sampling_clip_min")
+                w = ref.trl_ratios(rows, mode, 3.0, low)
                 if mode.startswith("sequence"):
                     w = [r * len(ref._ells(row)) for r, row in zip(w, rows, strict=True)]
                 level = "sequence" if mode.startswith("sequence") else "token"
@@ -303,8 +371,9 @@ def test_trl_mode_metrics_follow_the_mode() -> None:
     comparison = PresetComparison([NamedConfig(p.name, p.config, p.plan) for p in presets])
     comparison.update(batch)
     for preset in presets:
-        mode = preset.name.split(":")[1]
-        want = ref.trl(rows, mode, 3.0)
+        mode = preset.config["vllm_importance_sampling_mode"]
+        low = preset.config.get("vllm_importance_sampling_clip_min")
+        want = ref.trl(rows, mode, 3.0, low)
         got = comparison.metrics(preset.name)
         assert set(got) == set(want)  # no verl metric for another framework's mode
         for name, value in want.items():
@@ -327,3 +396,6 @@ def test_slime_tis_metrics() -> None:
     close(got["slime/tis"], math.fsum(tis) / len(rows), "tis")
     close(got["slime/tis_clipfrac"], math.fsum(clip) / len(rows), "tis_clipfrac")
     close(got["slime/tis_abs"], math.fsum(dev) / len(rows), "tis_abs")
+    # the built-in TIS logs no mis_ metric (only the MIS helper does)
+    names = {"train_rollout_logprob_abs_diff", "tis", "tis_clipfrac", "tis_abs"}
+    assert set(got) == {f"slime/{name}" for name in names}

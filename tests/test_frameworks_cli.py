@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from rcdiag.cli import app
 from rcdiag.correction.presets import PRESETS
 from rcdiag.frameworks import FRAMEWORKS, parse_frameworks
+from rcdiag.frameworks.slime_mis import MIS_KEYS
 from rcdiag.frameworks.translate import translate
 from rcdiag.model import AnalysisResult, ComparisonResult, ReportDocument
 
@@ -44,6 +45,19 @@ def test_analyze_frameworks_json(tmp_path: Path) -> None:
         entry["overall"]["nemo_rl/gen_kl_error"], document["overall"]["rollout_corr/k3_kl"]
     )
     assert AnalysisResult.from_json(document, source="a.json").to_json() == document
+    # where a value depends on a split the dump does not record, the output says so
+    assert "per process" in document["frameworks"][0]["aggregation"]
+    assert "TRL: per process" in " ".join(text.split())
+
+
+def test_report_says_how_each_framework_value_maps(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert (
+        invoke("report", str(DRIFT), "-q", "-o", str(out), "--frameworks", "open_instruct")[0] == 0
+    )
+    page = out.read_text()
+    assert "How each value maps onto what the framework logs" in page
+    assert "the last micro-batch" in page
 
 
 def test_analyze_without_frameworks_has_no_section(tmp_path: Path) -> None:
@@ -123,14 +137,10 @@ def test_compare_presets_framework_beside_verl(tmp_path: Path) -> None:
     assert verl["summary"]["kept_token_share"] == trl["summary"]["kept_token_share"] == 1.0
 
 
-def test_compare_presets_framework_without_modes() -> None:
-    code, _, err = invoke("compare-presets", str(DRIFT), "--framework", "nemo_rl")
-    assert code == 2 and "dry-runs no correction mode of NeMo-RL" in err
-
-
 def test_presets_framework() -> None:
     code, text, _ = invoke("presets", "--framework", "openrlhf")
-    assert code == 0 and "openrlhf:seq-mask-tis" in text and "vllm_is_correction_type" in text
+    assert code == 0 and "openrlhf:seq-mask-tis" in text
+    assert "algo.advantage.is_correction_level" in text and "OpenRLHF 0.11.2 (PyPI)" in text
 
 
 def test_recommend_framework_json(tmp_path: Path) -> None:
@@ -142,9 +152,12 @@ def test_recommend_framework_json(tmp_path: Path) -> None:
     assert entry["id"] == "trl" and entry["config"]["vllm_importance_sampling_correction"] is True
 
 
-def test_recommend_framework_without_table() -> None:
-    code, _, err = invoke("recommend", str(DRIFT), "--framework", "skyrl")
-    assert code == 2 and "tables exist for trl, slime, openrlhf" in err
+@pytest.mark.parametrize("framework", ["nemo_rl", "prime_rl", "areal", "skyrl", "open_instruct"])
+def test_recommend_and_compare_presets_for_more_frameworks(framework: str) -> None:
+    code, text, _ = invoke("recommend", str(DRIFT), "--framework", framework)
+    assert code == 0 and FRAMEWORKS[framework].pin.version in text
+    code, text, _ = invoke("compare-presets", str(DRIFT), "--framework", framework)
+    assert code == 0 and f"{framework}:" in text
 
 
 def latest(name: str) -> dict:
@@ -157,12 +170,18 @@ def test_translate_token_tis_is_exact_everywhere() -> None:
     assert trl.exact and trl.config == {
         "vllm_importance_sampling_correction": True,
         "vllm_importance_sampling_mode": "token_truncate",
-        "vllm_importance_sampling_cap": 2.0,
+        "vllm_importance_sampling_clip_max": 2.0,
     }
+    assert "# for trl main, 2026-07 (f2cd577)" in trl.snippet and trl.version.startswith("trl main")
     slime = translate("slime", config, "latest")
-    assert slime.exact and "--tis-clip 2.0" in slime.snippet
+    assert (
+        slime.exact and "--tis-clip 2.0" in slime.snippet and "slime main, 2026-08" in slime.snippet
+    )
     openrlhf = translate("openrlhf", config, "latest")
-    assert openrlhf.exact and openrlhf.config["vllm_is_truncated_threshold"] == (0.0, 2.0)
+    assert openrlhf.exact
+    assert openrlhf.config["algo.advantage.is_correction_threshold"] == (0.0, 2.0)
+    assert openrlhf.config["algo.advantage.is_correction_mode"] == "clip"
+    assert "--algo.advantage.is_correction_level token" in openrlhf.snippet
 
 
 def test_translate_says_what_a_framework_lacks() -> None:
@@ -174,18 +193,21 @@ def test_translate_says_what_a_framework_lacks() -> None:
     trl = translate("trl", config, "latest")
     assert not trl.exact and sum("has no rejection" in n for n in trl.notes) == 2
     slime = translate("slime", config, "latest")
-    assert slime.exact
+    assert not slime.exact and any("has no sequence trust region" in n for n in slime.notes)
     assert slime.config["rs_level"] == "geometric"
     assert math.isclose(slime.config["rs_lower_bound"], 1 / 1.05)  # k1 keeps ρ in [1/1.05, 1.05]
     assert slime.config["rs_upper_bound"] == 1.05
-    assert slime.config["rs_trust_region"] == "max" and slime.config["rs_tr_threshold"] == 42.4
+    assert list(slime.config) == list(MIS_KEYS)  # mis.py reads every key of mis.yaml
 
 
 def test_translate_icepop_and_disabled() -> None:
     icepop = latest("decoupled_token_icepop")
     trl = translate("trl", icepop, "latest")
-    assert not trl.exact and trl.config["vllm_importance_sampling_mode"] == "token_mask"
+    assert trl.exact and trl.config["vllm_importance_sampling_mode"] == "token_mask"
+    assert trl.config["vllm_importance_sampling_clip_min"] > 0  # TRL's lower bound: IcePop's band
     assert translate("openrlhf", icepop, "latest").exact
+    slime = translate("slime", icepop, "latest")
+    assert slime.exact and "icepop_function" in slime.snippet
     off = translate("trl", latest("disabled"), "latest")
     assert off.exact and "vllm_importance_sampling_correction=False" in off.snippet
 
@@ -198,7 +220,7 @@ def test_translate_legacy_veto_to_slime() -> None:
 
 
 @pytest.mark.parametrize("name", list(PRESETS["latest"]))
-@pytest.mark.parametrize("framework", ["trl", "slime", "openrlhf"])
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
 def test_every_preset_translates(framework: str, name: str) -> None:
     done = translate(framework, latest(name), "latest")
     assert done.snippet and (done.exact or done.notes)

@@ -18,12 +18,12 @@ SLIME_GATE = (
     "(slime/backends/megatron_utils/model.py, --ci-test)"
 )
 NEMO_MULT_GATE = (
-    "NeMo-RL's functional GRPO test fails a step with token_mult_prob_error ≥ 1.05 "
-    "(tests/functional/grpo.sh)"
+    "NeMo-RL's tests fail a run with a step's token_mult_prob_error ≥ 1.05 (25 functional and "
+    "recipe tests, e.g. tests/functional/grpo_dynamo.sh, main 7ea279a, 2026-08)"
 )
 NEMO_KL_GATE = (
-    "NeMo-RL's nightly GRPO recipe tests gate the mean gen_kl_error below 1e-3 "
-    "(tests/test_suites/llm/)"
+    "NeMo-RL's strictest recipe gate on the mean gen_kl_error, 1e-3 (tests/test_suites/llm/"
+    "dapo-nanov3.5-30BA3B-4n8g-automodel.sh, main 7ea279a, 2026-08; others gate at 2e-3 to 2e-2)"
 )
 
 FRAMEWORK_RECORDS: tuple[MetricRecord, ...] = (

@@ -240,6 +240,9 @@ def show_frameworks(results: Sequence[FrameworkResult]) -> None:
         rows,
     ):
         stdout.print(table)
+    for result in results:
+        if result.aggregation:
+            stdout.print(Text(f"{result.title}: {result.aggregation}.", style="dim"))
     gates = [c for r in results for c in r.checks]
     if gates:
         lines = [f"{c.metric}: {c.band or 'within its gate'}" for c in gates if c.band]

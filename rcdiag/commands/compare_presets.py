@@ -123,7 +123,8 @@ def compare_presets(
             "--framework",
             metavar="LIST",
             help="Also dry-run these frameworks' own correction modes with their defaults, beside "
-            "verl's presets (comma list: trl, slime, openrlhf; `rcdiag presets --framework NAME` "
+            "verl's presets (comma list of trl, slime, openrlhf, nemo_rl, prime_rl, areal, skyrl, "
+            "open_instruct, or all; `rcdiag presets --framework NAME` "
             "lists them).",
         ),
     ] = None,

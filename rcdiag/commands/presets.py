@@ -34,7 +34,8 @@ def presets(
         typer.Option(
             "--framework",
             metavar="LIST",
-            help="List these frameworks' correction modes instead (trl, slime, openrlhf), with "
+            help="List these frameworks' correction modes instead (comma list of trl, slime, "
+            "openrlhf, nemo_rl, prime_rl, areal, skyrl, open_instruct, or all), with "
             "their own keys and defaults (docs/frameworks.md).",
         ),
     ] = None,
@@ -54,7 +55,8 @@ def presets(
                 )
                 continue
             show_table(
-                f"{entry.title} correction modes (defaults; nulls and false omitted)",
+                f"{entry.title} correction modes (defaults of {entry.pin.version}; nulls and "
+                "false omitted)",
                 rows,
                 f"{entry.title} keys",
             )

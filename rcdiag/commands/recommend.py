@@ -72,6 +72,7 @@ def _code(text: str) -> None:
             lines += ["# " + c for c in textwrap.wrap(" ".join(comment), max(20, width - 2))]
             comment = []
         lines.append(line)
+    lines += ["# " + c for c in textwrap.wrap(" ".join(comment), max(20, width - 2))]
     for line in lines:
         stdout.print(Text(printable(line)), soft_wrap=True)
 
@@ -205,7 +206,8 @@ def recommend(
             "--framework",
             metavar="NAME",
             help="Also give the recommended configuration in this framework's own keys: trl, "
-            "slime or openrlhf (the closest equivalent where it lacks a mechanism, and saying so).",
+            "slime, openrlhf, nemo_rl, prime_rl, areal, skyrl or open_instruct (the closest "
+            "equivalent where it lacks a mechanism, and saying so).",
         ),
     ] = None,
     quiet: QuietOption = False,

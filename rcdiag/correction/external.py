@@ -2,10 +2,10 @@
 
 A framework mode is a :class:`ModePlan`: how the framework turns the log ratio ℓ into IS weights
 (:class:`Weights`), which tokens or rows it drops from the loss mask (:class:`Band`, :class:`Veto`,
-:class:`TrustRegion`) and whether it renormalises the weights over the batch. Everything is computed
-on the shared :class:`~rcdiag.correction.view.TokenView` of a batch, memoised by the part it
-depends on: two modes with the same weights (or the same weights as a verl preset: a clamped token
-ratio is verl's ``raw_weights``) share one pass over the tokens.
+:class:`OutlierRows`, :class:`MeanExpAbsRows`) and whether it renormalises the weights over the
+batch. Everything is computed on the shared :class:`~rcdiag.correction.view.TokenView` of a batch,
+memoised by the part it depends on: two modes with the same weights (or the same weights as a verl
+preset: a clamped token ratio is verl's ``raw_weights``) share one pass over the tokens.
 
 The summary figures (:data:`~rcdiag.correction.compare.SUMMARY_FIGURES`) come from
 :class:`ExternalOutcome`, with the same statistics as verl's
@@ -26,7 +26,7 @@ from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.importance import raw_weights
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, Bool, segment_max
+from rcdiag.metrics.ragged import F64, Bool
 
 Level = Literal["token", "sequence", "geometric"]
 
@@ -34,10 +34,12 @@ Level = Literal["token", "sequence", "geometric"]
 @dataclass(frozen=True)
 class Ratio:
     """A framework's importance ratio: exp of ℓ per token, of S_i per row (``sequence``) or of
-    S_i / max(n_i, 1) per row (``geometric``), the log ratio clamped to ±``clamp`` first when set."""
+    S_i / max(n_i, 1) per row (``geometric``), the log ratio clamped to ±``clamp`` first when set
+    (a row's sum or mean; with ``clamp_tokens`` each ℓ before the row's sum or mean instead)."""
 
     level: Level
     clamp: float | None = None
+    clamp_tokens: bool = False
 
     @property
     def row_level(self) -> bool:
@@ -55,9 +57,15 @@ def ratio_rows(view: TokenView, ratio: Ratio) -> F64:
     """The per-row ratio of a row-level :class:`Ratio` (1 for an empty row: exp of 0)."""
 
     def compute() -> F64:
-        x = row_log_ratio(view, ratio.level)
-        if ratio.clamp is not None:
-            x = np.clip(x, -ratio.clamp, ratio.clamp)
+        if ratio.clamp_tokens and ratio.clamp is not None:
+            clipped = view.valid(np.clip(view.log_ratio, -ratio.clamp, ratio.clamp))
+            x = view.row_sum(clipped)
+            if ratio.level == "geometric":
+                x = x / np.maximum(view.n, 1.0)
+        else:
+            x = row_log_ratio(view, ratio.level)
+            if ratio.clamp is not None:
+                x = np.clip(x, -ratio.clamp, ratio.clamp)
         with np.errstate(over="ignore"):
             return np.exp(x)
 
@@ -66,7 +74,8 @@ def ratio_rows(view: TokenView, ratio: Ratio) -> F64:
 
 def ratio_tokens(view: TokenView, ratio: Ratio) -> F64:
     """The ratio on every valid token (a row ratio repeated over its row), 0 elsewhere."""
-    if ratio.clamp == 20.0 and ratio.level != "geometric":  # verl's clamp: share its arrays
+    shared = ratio.clamp == 20.0 and ratio.level != "geometric" and not ratio.clamp_tokens
+    if shared:  # verl's clamp: share its arrays
         return view.memo(("raw_weights", ratio.level), lambda: raw_weights(view, ratio.level))
 
     def compute() -> F64:
@@ -164,26 +173,63 @@ class Veto:
 
 
 @dataclass(frozen=True)
-class TrustRegion:
-    """slime's sequence trust region: ``max`` drops a row whose largest ½ℓ² exceeds the threshold,
-    ``avg`` one whose mean of e^(−ℓ) − 1 + ℓ does (raw ℓ; an empty row gives 0)."""
+class OutlierRows:
+    """A row holding a valid token whose ratio exp(clamp ℓ) lies below ``lo`` or above ``hi`` is
+    dropped (SkyRL's outlier-token mask; None: no bound on that side)."""
 
-    kind: Literal["max", "avg"]
-    threshold: float
-
-    def statistic(self, view: TokenView) -> F64:
-        ell = view.log_ratio
-        if self.kind == "max":
-            half_sq = 0.5 * ell * ell
-            top = segment_max(view.valid(half_sq, -np.inf), view.offsets)
-            return np.where(view.nonempty, top, 0.0)
-        return view.row_mean(np.expm1(-ell) + ell)
+    lo: float | None
+    hi: float | None
+    clamp: float | None = 20.0
 
     def keep_rows(self, view: TokenView) -> Bool:
-        return self.statistic(view) <= self.threshold
+        r = ratio_tokens(view, Ratio("token", self.clamp))
+        out = np.zeros(r.size, dtype=bool)
+        if self.lo is not None:
+            out |= r < self.lo
+        if self.hi is not None:
+            out |= r > self.hi
+        return view.count(out) == 0
 
 
-Rule = Band | Veto | TrustRegion
+@dataclass(frozen=True)
+class MeanExpAbsRows:
+    """A row whose mean of e^|ℓ| over its valid tokens exceeds the threshold is dropped (NeMo-RL's
+    ``seq_logprob_error_threshold``; an empty row, 0, is kept)."""
+
+    threshold: float
+
+    def keep_rows(self, view: TokenView) -> Bool:
+        return mean_exp_abs_rows(view) <= self.threshold
+
+
+def mean_exp_abs_rows(view: TokenView) -> F64:
+    """Per row the mean of e^|ℓ| over its valid tokens (0 for an empty row)."""
+
+    def compute() -> F64:
+        with np.errstate(over="ignore"):
+            sums = view.row_sum(view.valid(np.exp(np.abs(view.log_ratio))))
+        return np.where(view.nonempty, sums / np.maximum(view.n, 1.0), 0.0)
+
+    return view.memo(("mean_exp_abs_rows",), compute)
+
+
+class TokenRule(ABC):
+    """A framework's own per-token rejection (frozen and hashable in a subclass)."""
+
+    @abstractmethod
+    def inside(self, view: TokenView) -> Bool:
+        """Per position: the token is kept (True at invalid positions)."""
+
+
+class RowRule(ABC):
+    """A framework's own per-row rejection (frozen and hashable in a subclass)."""
+
+    @abstractmethod
+    def keep_rows(self, view: TokenView) -> Bool:
+        """Per row: the row is kept."""
+
+
+Rule = Band | Veto | OutlierRows | MeanExpAbsRows | TokenRule | RowRule
 
 
 def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
@@ -194,7 +240,7 @@ def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
     def compute() -> Bool:
         keep = np.ones(view.mask.size, dtype=bool)
         for rule in rules:
-            if isinstance(rule, Band):
+            if isinstance(rule, Band | TokenRule):
                 keep &= rule.inside(view)
             else:
                 keep &= view.broadcast(rule.keep_rows(view)) | ~view.mask

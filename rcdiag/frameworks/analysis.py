@@ -97,6 +97,7 @@ class FrameworkMetrics:
                     overall=overall,
                     steps=per_step,
                     checks=tuple(judge_frameworks(overall)),
+                    aggregation=framework.aggregation,
                 )
             )
         return tuple(out)

@@ -22,6 +22,30 @@ from rcdiag.metrics.ragged import F64
 
 
 @dataclass(frozen=True)
+class Pin:
+    """The repository, branch and commit (with its date) every formula, name, default and key of a
+    framework entry was read from; generated configurations name it (:attr:`version`)."""
+
+    repo: str
+    branch: str
+    commit: str
+    date: str
+    """The commit's date, ``YYYY-MM-DD`` (a release: the date its files were built)."""
+    release: str | None = None
+    """Set where the source read is a published release newer than the branch's mirrored head
+    (its version on PyPI); ``commit`` then names the release, not a commit."""
+
+    @property
+    def version(self) -> str:
+        """``<repo name> <branch>, YYYY-MM (<short commit>)``, e.g. ``slime main, 2026-08 (624b824)``,
+        or ``<repo name> <release> (PyPI), YYYY-MM`` for a release."""
+        name = self.repo.split("/")[-1]
+        if self.release is not None:
+            return f"{name} {self.release} (PyPI), {self.date[:7]}"
+        return f"{name} {self.branch}, {self.date[:7]} ({self.commit[:7]})"
+
+
+@dataclass(frozen=True)
 class Source:
     """A file of the framework's own repository that rcdiag's formulas were read from."""
 
@@ -52,6 +76,8 @@ class Translation:
     snippet: str
     notes: tuple[str, ...]
     exact: bool
+    version: str = ""
+    """The framework version the keys are for (:attr:`Pin.version`); the snippet names it too."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +85,7 @@ class Translation:
             "snippet": self.snippet,
             "notes": list(self.notes),
             "exact": self.exact,
+            "version": self.version,
         }
 
 
@@ -73,6 +100,8 @@ class Framework:
         metrics: the components of the mismatch metrics it logs (``analyze --frameworks``).
         aggregation: how a step's value maps onto the framework's batch, in words.
         presets: its correction modes with their defaults (``compare-presets --framework``).
+        pin: the commit of the framework's main branch all of it was read from.
+        presets: its correction modes with their defaults (``compare-presets --framework``).
         aliases: other spellings accepted on the command line.
     """
 
@@ -81,6 +110,7 @@ class Framework:
     sources: tuple[Source, ...]
     metrics: tuple[Component, ...]
     aggregation: str
+    pin: Pin
     presets: tuple[Preset, ...] = ()
     aliases: tuple[str, ...] = field(default=())
 

@@ -1,10 +1,13 @@
 """NVIDIA NeMo-RL: ``token_mult_prob_error``, ``gen_kl_error``, ``policy_kl_error``,
-``js_divergence_error`` (metrics only: rcdiag has not read NeMo-RL's correction options).
+``js_divergence_error``, ``sampling_importance_ratio`` and the sequence-level
+``{max,mean,min}_seq_mult_prob_error``, all logged on every GRPO step.
 
-Read from NVIDIA/NeMo-RL's clipped policy-gradient loss (``nemo_rl/algorithms/loss_functions.py``,
-the diagnostic-metrics helper of the 2026 refactor) and ``calculate_kl`` in
-``nemo_rl/algorithms/utils.py``; its CI gates from ``tests/functional/grpo.sh`` and
-``tests/test_suites/llm/`` (docs/frameworks.md, "NeMo-RL").
+Read on NeMo-RL's main branch (NVIDIA-NeMo/RL) at commit 7ea279a (2026-08-22):
+``nemo_rl/algorithms/loss/loss_functions.py`` (``ClippedPGLossFn``: the diagnostics, the IS weights
+and their ``truncated_importance_sampling_*`` options), ``nemo_rl/algorithms/grpo.py``
+(``compute_and_apply_seq_logprob_error_masking``) and ``nemo_rl/algorithms/utils.py``
+(``calculate_kl``); its CI gates from ``tests/functional/`` and ``tests/test_suites/llm/``
+(docs/frameworks.md, "NeMo-RL").
 """
 
 from __future__ import annotations
@@ -17,37 +20,50 @@ import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.base import Framework, Source, abs_log_ratio, prefixed
+from rcdiag.frameworks.base import Framework, Pin, Source, abs_log_ratio, prefixed, rho
+from rcdiag.frameworks.nemo_rl_modes import PRESETS
 from rcdiag.metrics.grouped import Kind
 
 ID = "nemo_rl"
 # Its CI gates are bands of the metric registry (rcdiag/assess/judge.py, FRAMEWORK_RECORDS).
 
+PIN = Pin("NVIDIA-NeMo/RL", "main", "7ea279abfbeb698b092856d0dab61e7cf39bc909", "2026-08-22")
+
 SOURCES = (
     Source(
-        "NVIDIA/NeMo-RL",
-        "nemo_rl/algorithms/loss_functions.py",
-        None,
+        PIN.repo,
+        "nemo_rl/algorithms/loss/loss_functions.py",
+        PIN.commit,
         "ClippedPGLossFn: token_mult_prob_error, gen_kl_error, policy_kl_error, "
-        "js_divergence_error (masked means over the step's valid tokens)",
+        "js_divergence_error, sampling_importance_ratio (masked means over the step's valid "
+        "tokens); truncated_importance_sampling_type / _ratio / _ratio_min",
     ),
     Source(
-        "NVIDIA/NeMo-RL",
+        PIN.repo,
+        "nemo_rl/algorithms/grpo.py",
+        PIN.commit,
+        "compute_and_apply_seq_logprob_error_masking: {max,mean,min}_seq_mult_prob_error; "
+        "grpo.seq_logprob_error_threshold",
+    ),
+    Source(
+        PIN.repo,
         "nemo_rl/algorithms/utils.py",
-        None,
+        PIN.commit,
         "calculate_kl: logr = reference − logprobs; k3 = e^logr − 1 − logr (default kl_type k3)",
     ),
     Source(
-        "NVIDIA/NeMo-RL",
-        "tests/functional/grpo.sh",
-        "2d5a89cabf0a0c7fb737aa5346f40b3a6928e92b",
-        "CI gate: max over steps of train/token_mult_prob_error < 1.05",
+        PIN.repo,
+        "tests/functional/grpo_dynamo.sh",
+        PIN.commit,
+        "CI gate: max over steps of train/token_mult_prob_error < 1.05 (25 functional and recipe "
+        "tests; tests/functional/grpo.sh no longer has it)",
     ),
     Source(
-        "NVIDIA/NeMo-RL",
-        "tests/test_suites/llm/grpo-llama3.2-1b-instruct-1n8g-fsdp2tp1.sh",
-        "f656e495e2b46d0d11b86b975776ae1727396d5c",
-        "nightly gate: mean train/token_mult_prob_error < 1.1",
+        PIN.repo,
+        "tests/test_suites/llm/dapo-nanov3.5-30BA3B-4n8g-automodel.sh",
+        PIN.commit,
+        "recipe gate: mean train/gen_kl_error < 1e-3 (the strictest of the 48 recipes gating it; "
+        "tests/functional/grpo.sh gates the max below 2e-3)",
     ),
 )
 
@@ -58,10 +74,22 @@ LN2 = math.log(2.0)
 class NemoLogged(Component):
     """Token means over the step's valid tokens (NeMo-RL normalises every micro-batch by the
     global valid-token count and sums): e^|ℓ|; k3(ℓ) (generation against training, = verl's
-    k3_kl); k3(−ℓ) (training against generation); and the Jensen-Shannon estimate through the
-    mixture M = ½(p_train + p_rollout)."""
+    k3_kl); k3(−ℓ) (training against generation); the Jensen-Shannon estimate through the
+    mixture M = ½(p_train + p_rollout); and ``sampling_importance_ratio``, the token mean of the
+    IS weight e^ℓ (unclamped; an overflow to inf counts 0, NeMo-RL's nan_to_num).
 
-    kinds: ClassVar[dict[str, Kind]] = {"exp_abs": "sum", "reverse_k3": "sum", "js": "sum"}
+    And per row i with valid tokens, the mean of e^|ℓ| over its tokens: ``max_``, ``mean_``,
+    ``min_seq_mult_prob_error`` are the maximum, mean and minimum over those rows."""
+
+    kinds: ClassVar[dict[str, Kind]] = {
+        "exp_abs": "sum",
+        "reverse_k3": "sum",
+        "js": "sum",
+        "is_weight": "sum",
+        "seq_mult_sum": "sum",
+        "seq_mult_max": "max",
+        "seq_mult_min": "min",
+    }
 
     def row_stats(self, view: TokenView) -> RowStats:
         ell = view.log_ratio
@@ -73,7 +101,18 @@ class NemoLogged(Component):
             a, b = old - log_mixture, rollout - log_mixture
             js = 0.5 * (np.expm1(a) - a) + 0.5 * (np.expm1(b) - b)
             js = js if view.batch.all_valid else np.where(view.mask, js, 0.0)
-        return {"exp_abs": exp_abs, "reverse_k3": reverse, "js": view.row_sum(js)}
+            weight = rho(view)
+            weight = np.where(np.isinf(weight), 0.0, weight)
+            row_mult = exp_abs / np.maximum(view.n, 1.0)
+        return {
+            "exp_abs": exp_abs,
+            "reverse_k3": reverse,
+            "js": view.row_sum(js),
+            "is_weight": view.row_sum(weight),
+            "seq_mult_sum": np.where(view.nonempty, row_mult, 0.0),
+            "seq_mult_max": np.where(view.nonempty, row_mult, -np.inf),
+            "seq_mult_min": np.where(view.nonempty, row_mult, np.inf),
+        }
 
     def metrics(self, get: Getter) -> Metrics:
         valid = get("valid_tokens")
@@ -84,6 +123,10 @@ class NemoLogged(Component):
                 "gen_kl_error": get("k3") / valid,
                 "policy_kl_error": get("reverse_k3") / valid,
                 "js_divergence_error": get("js") / valid,
+                "sampling_importance_ratio": get("is_weight") / valid,
+                "max_seq_mult_prob_error": get("seq_mult_max"),
+                "mean_seq_mult_prob_error": get("seq_mult_sum") / get("nonempty_rows"),
+                "min_seq_mult_prob_error": get("seq_mult_min"),
             },
         )
 
@@ -92,7 +135,13 @@ FRAMEWORK = Framework(
     id=ID,
     title="NeMo-RL",
     sources=SOURCES,
+    pin=PIN,
     metrics=(NemoLogged(),),
-    aggregation="a token mean over the step's (global batch's) valid tokens",
+    aggregation=(
+        "token means over the step's (global batch's) valid tokens, and the sequence statistics "
+        "over its rows with valid tokens: exact (sampling_importance_ratio as with the default "
+        "token-level weights; sequence_level_importance_ratios changes it)"
+    ),
+    presets=PRESETS,
     aliases=("nemo-rl", "nemorl"),
 )

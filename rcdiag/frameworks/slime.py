@@ -1,10 +1,11 @@
 """THUDM slime: ``train_rollout_logprob_abs_diff``, the built-in TIS and IcePop, and the MIS helper.
 
-Read from THUDM/slime ``slime/backends/megatron_utils/loss.py`` (commit 00c2d6d: the metric,
-``vanilla_tis_function``, ``icepop_function``), ``slime/backends/megatron_utils/cp_utils.py``
-(``get_sum_of_sample_mean``: a mean per sample, summed, divided by the step's sample count) and
-``examples/train_infer_mismatch_helper/mis.py`` / ``mis.yaml`` (commit cfab168; the veto from the
-version before it). docs/frameworks.md, "slime".
+Read on slime's main branch at commit 624b824 (2026-08-21): ``slime/backends/megatron_utils/loss.py``
+(the metric, ``vanilla_tis_function``, ``icepop_function``, which reducer the metrics get),
+``slime/backends/megatron_utils/cp_utils.py`` (``get_sum_of_sample_mean``: a mean per sample,
+summed; the step divides by its sample count), ``slime/utils/arguments.py`` (the flags and
+``--custom-config-path``) and ``examples/train_infer_mismatch_helper/mis.py`` / ``mis.yaml``.
+docs/frameworks.md, "slime".
 """
 
 from __future__ import annotations
@@ -13,37 +14,49 @@ from dataclasses import dataclass
 
 from rcdiag.correction.engine import Component
 from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
-from rcdiag.frameworks.base import Framework, Preset, Source
-from rcdiag.frameworks.slime_metrics import ID, SlimeLogged, SlimeTisLogged
+from rcdiag.frameworks.base import Framework, Pin, Preset, Source
+from rcdiag.frameworks.slime_metrics import ID, SlimeAbsDiff, SlimeMisPpl, SlimeTisLogged
 from rcdiag.frameworks.slime_mis import Mis, SlimeMisPlan, mis_plan
 
 __all__ = ["Mis", "SlimeMisPlan", "icepop_plan", "mis_plan", "tis_plan"]
 
 
+PIN = Pin("THUDM/slime", "main", "624b824a898ab0ec1fcb4d373004c7f3852bf515", "2026-08-21")
+REPO, COMMIT = PIN.repo, PIN.commit
+
 SOURCES = (
     Source(
-        "THUDM/slime",
+        REPO,
         "slime/backends/megatron_utils/loss.py",
-        "00c2d6db0f23a4900be6e80a8eb81eebf9e1ebff",
-        "train_rollout_logprob_abs_diff; vanilla_tis_function; icepop_function",
+        COMMIT,
+        "train_rollout_logprob_abs_diff; vanilla_tis_function; icepop_function; mismatch metrics "
+        "reduced with the loss masks before rejection",
     ),
     Source(
-        "THUDM/slime",
+        REPO,
         "slime/backends/megatron_utils/cp_utils.py",
-        None,
-        "get_sum_of_sample_mean: per-sample masked mean (divisor max(n, 1)), summed",
+        COMMIT,
+        "get_sum_of_sample_mean: per-sample masked sum over max(denominator, 1), summed",
     ),
     Source(
-        "THUDM/slime",
+        REPO,
+        "slime/utils/arguments.py",
+        COMMIT,
+        "--use-tis, --tis-clip (2.0), --tis-clip-low (0), --custom-tis-function-path, "
+        "--custom-config-path (YAML keys set as arguments), --get-mismatch-metrics",
+    ),
+    Source(
+        REPO,
         "examples/train_infer_mismatch_helper/mis.py",
-        "cfab168702b8ed7fd5e15e5edca7520a5f5a920c",
-        "compute_mis_weights: tis_level/tis_mode/bounds, use_rs, trust region, batch normalisation",
+        COMMIT,
+        "compute_mis_weights: tis_level/tis_mode/bounds, use_rs, rs_veto_threshold, batch "
+        "normalisation, the mis_ metrics",
     ),
     Source(
-        "THUDM/slime",
+        REPO,
         "examples/train_infer_mismatch_helper/mis.yaml",
-        "cfab168702b8ed7fd5e15e5edca7520a5f5a920c",
-        "the helper's example configuration (the MIS preset's defaults)",
+        COMMIT,
+        "the helper's shipped configuration (the slime:mis preset)",
     ),
 )
 
@@ -52,7 +65,7 @@ SOURCES = (
 class SlimeTisPlan(ModePlan):
     def components(self) -> tuple[Component, ...]:
         assert self.weights is not None
-        return (SlimeLogged(), SlimeTisLogged(self.weights), self.outcome())
+        return (SlimeAbsDiff(), SlimeTisLogged(self.weights), self.outcome())
 
 
 TIS_CLIP, TIS_CLIP_LOW = 2.0, 0.0
@@ -70,15 +83,16 @@ def icepop_plan(low: float = TIS_CLIP_LOW, high: float = TIS_CLIP) -> SlimeTisPl
     return SlimeTisPlan(ID, Weights(token, zero=(Band(token, low, high),)))
 
 
-MIS_YAML = Mis()
-"""mis.yaml as shipped: token TIS truncated at 2, token RS in [0.5, 2], batch normalisation."""
+MIS_YAML = Mis(rs_veto_threshold=1e-4)
+"""mis.yaml as shipped: token TIS truncated at 2, token RS in [0.5, 2], the 1e-4 veto, batch
+normalisation."""
 
 MIS_VARIANTS: dict[str, tuple[str, Mis]] = {
-    "mis": ("mis.yaml: token TIS ≤ 2, token RS [0.5, 2], batch-normalised", MIS_YAML),
-    "mis_veto": (
-        "mis.yaml plus rs_veto_threshold 1e-4 (a run script's setting)",
-        Mis(rs_veto_threshold=1e-4),
+    "mis": (
+        "mis.yaml as shipped: token TIS ≤ 2, token RS [0.5, 2], veto 1e-4, batch-normalised",
+        MIS_YAML,
     ),
+    "mis_no_veto": ("mis.yaml with rs_veto_threshold null", Mis()),
     "mis_token_clip": (
         "token weights clipped to [0.5, 2]",
         Mis(tis_mode="clip", use_rs=False, tis_batch_normalize=False),
@@ -144,10 +158,13 @@ FRAMEWORK = Framework(
     id=ID,
     title="slime",
     sources=SOURCES,
-    metrics=(SlimeLogged(),),
+    pin=PIN,
+    metrics=(SlimeAbsDiff(), SlimeMisPpl()),
     aggregation=(
         "a mean per sample over its valid tokens, summed, divided by the step's sample count "
-        "(the default; --calculate-per-token-loss makes it a token mean, not reproduced)"
+        "(the default, with one sample per rollout; a rollout of several samples shares one "
+        "denominator, and --calculate-per-token-loss makes it a token mean: not reproduced); the "
+        "mis_ metrics are logged only with the MIS helper (--custom-tis-function-path mis.py)"
     ),
     presets=PRESETS,
 )

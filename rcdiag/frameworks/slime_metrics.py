@@ -1,6 +1,6 @@
 """slime's logged mismatch metrics (docs/frameworks.md, "slime"): ``train_rollout_logprob_abs_diff``
-and the MIS helper's perplexity metrics, always per-sample means averaged over the step's samples;
-and the metrics of its built-in TIS and IcePop."""
+(always) and the MIS helper's perplexity metrics (only with the helper), each a per-sample mean
+averaged over the step's samples; and the metrics of its built-in TIS and IcePop."""
 
 from __future__ import annotations
 
@@ -38,25 +38,33 @@ PPL_METRICS = (
 
 
 @dataclass(frozen=True)
-class SlimeLogged(Component):
-    """``train_rollout_logprob_abs_diff`` (always) and the MIS helper's perplexity metrics.
+class SlimeAbsDiff(Component):
+    """``train_rollout_logprob_abs_diff``, logged on every step with rollout log-probs: the
+    per-sample mean of |ℓ| (0 for a sample without valid tokens), summed over the samples and
+    divided by the step's sample count B."""
 
-    slime reduces every metric by a mean per sample over its valid tokens (0 for a sample without
-    one), summed over the samples and divided by the step's sample count B.
-    """
+    kinds: ClassVar[dict[str, Kind]] = {"abs_row_mean": "sum"}
 
-    kinds: ClassVar[dict[str, Kind]] = {
-        "abs_row_mean": "sum",
-        "k3_row_mean": "sum",
-        "chi2_row": "sum",
-    }
+    def row_stats(self, view: TokenView) -> RowStats:
+        return {"abs_row_mean": view.row_mean(abs_log_ratio(view))}
+
+    def metrics(self, get: Getter) -> Metrics:
+        return prefixed(ID, {"train_rollout_logprob_abs_diff": get("abs_row_mean") / get("rows")})
+
+
+@dataclass(frozen=True)
+class SlimeMisPpl(Component):
+    """The MIS helper's perplexity metrics (``add_ppl_metrics`` of mis.py, logged only with the
+    helper as the custom TIS function), each a per-sample mean over the sample's valid tokens,
+    summed over the samples and divided by B."""
+
+    kinds: ClassVar[dict[str, Kind]] = {"k3_row_mean": "sum", "chi2_row": "sum"}
 
     def row_stats(self, view: TokenView) -> RowStats:
         ell = view.log_ratio
         w = ratio_tokens(view, Ratio("token", SAFETY_BOUND))
         second = view.row_mean(view.squares(w))
         return {
-            "abs_row_mean": view.row_mean(abs_log_ratio(view)),
             "k3_row_mean": view.row_mean(np.expm1(ell) - ell),
             "chi2_row": np.where(view.nonempty, second - 1.0, 0.0),
         }
@@ -67,13 +75,12 @@ class SlimeLogged(Component):
         return prefixed(
             ID,
             {
-                "train_rollout_logprob_abs_diff": get("abs_row_mean") / rows,
                 "mis_training_log_ppl": get("training_log_ppl") / rows,
                 "mis_training_ppl": (get("training_ppl") - empty) / rows,
                 "mis_rollout_log_ppl": get("rollout_log_ppl") / rows,
                 "mis_rollout_ppl": (get("rollout_ppl") - empty) / rows,
-                "mis_kl": get("log_ppl_diff")
-                / rows,  # the sample mean of log π_rollout − log π_train
+                # per sample the mean of log π_rollout − log π_train: the same sum as log_ppl_diff
+                "mis_kl": get("log_ppl_diff") / rows,
                 "mis_k3_kl": get("k3_row_mean") / rows,
                 "mis_log_ppl_diff": get("log_ppl_diff") / rows,
                 "mis_log_ppl_abs_diff": get("log_ppl_abs_diff") / rows,

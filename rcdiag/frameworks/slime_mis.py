@@ -1,5 +1,6 @@
-"""slime's mismatch helper (examples/train_infer_mismatch_helper/mis.py at commit cfab168, with the
-veto of the version before it): its options, what it computes as a plan, and the metrics it logs."""
+"""slime's mismatch helper (examples/train_infer_mismatch_helper/mis.py and mis.yaml on slime's main
+branch, commit 624b824 of 2026-08-21): its options, what it computes as a plan, and the metrics it
+logs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from rcdiag.correction.external import (
     ModePlan,
     Ratio,
     Rule,
-    TrustRegion,
     Veto,
     Weights,
     ratio_tokens,
@@ -25,7 +25,8 @@ from rcdiag.frameworks.base import prefixed
 from rcdiag.frameworks.slime_metrics import (
     ID,
     SAFETY_BOUND,
-    SlimeLogged,
+    SlimeAbsDiff,
+    SlimeMisPpl,
     _flag_share,
     _sample_means,
 )
@@ -35,9 +36,27 @@ from rcdiag.metrics.offpolicy import count_divisor
 Mode = Literal["truncate", "clip", "mask"]
 
 
+MIS_KEYS = (
+    "use_tis",
+    "use_rs",
+    "tis_level",
+    "rs_level",
+    "tis_mode",
+    "tis_lower_bound",
+    "tis_upper_bound",
+    "rs_lower_bound",
+    "rs_upper_bound",
+    "rs_veto_threshold",
+    "tis_batch_normalize",
+)
+"""The keys of mis.yaml at the pinned commit, in its order; mis.py reads every one of them from the
+arguments (``args.rs_veto_threshold`` only with ``use_rs``), so a YAML without one fails."""
+
+
 @dataclass(frozen=True)
 class Mis:
-    """The MIS helper's options (mis.py; names as in its YAML)."""
+    """The MIS helper's options (mis.py; names as in its YAML; defaults as the shipped mis.yaml
+    except the veto, which is None here and 1e-4 in the shipped file)."""
 
     tis_level: Level = "token"
     tis_mode: Mode = "truncate"
@@ -47,8 +66,6 @@ class Mis:
     rs_level: Level = "token"
     rs_lower_bound: float | None = None
     rs_upper_bound: float | None = None
-    rs_trust_region: Literal["max", "avg"] | None = None
-    rs_tr_threshold: float = 0.5
     rs_veto_threshold: float | None = None
     tis_batch_normalize: bool = True
 
@@ -63,21 +80,17 @@ class Mis:
         return lo, hi
 
     def config(self) -> dict[str, Any]:
-        """The YAML keys (those without effect left out: RS keys without use_rs, the trust-region
-        threshold without a trust region)."""
-        out = {"use_tis": True, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
-        if not self.use_rs:
-            out = {k: v for k, v in out.items() if not k.startswith("rs_")}
-        elif self.rs_trust_region is None:
-            del out["rs_tr_threshold"]
-        return out
+        """Every key of mis.yaml (:data:`MIS_KEYS`, in its order; a None is YAML's null)."""
+        values = {"use_tis": True, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
+        return {k: values[k] for k in MIS_KEYS}
 
 
 def mis_plan(options: Mis) -> SlimeMisPlan:
     """What compute_mis_weights does: weights at tis_level (log ratio clamped to ±20) bounded by
     tis_mode (``mask`` keeps them and drops the tokens outside the bounds), then, with use_rs, the
-    tokens (or rows) whose rs_level ratio leaves the RS bounds are dropped, and the veto / trust
-    region drop whole rows; tis_batch_normalize divides by the batch mean of the weights."""
+    tokens (or rows) whose rs_level ratio leaves the RS bounds are dropped, and the veto drops whole
+    rows (a valid token with unclamped ℓ < ln τ); tis_batch_normalize divides by the batch mean of
+    the weights."""
     ratio = Ratio(options.tis_level, SAFETY_BOUND)
     lo, hi = options.lower, options.tis_upper_bound
     rules: list[Rule] = []
@@ -91,8 +104,6 @@ def mis_plan(options: Mis) -> SlimeMisPlan:
     if options.use_rs:
         rs_lo, rs_hi = options.rs_bounds
         rules.append(Band(Ratio(options.rs_level, SAFETY_BOUND), rs_lo, rs_hi))
-        if options.rs_trust_region is not None:
-            rules.append(TrustRegion(options.rs_trust_region, options.rs_tr_threshold))
         if options.rs_veto_threshold is not None:
             rules.append(Veto(options.rs_veto_threshold))
     normalize: Literal["token", "sequence"] | None = None
@@ -116,8 +127,8 @@ class SlimeMisLogged(Component):
         "mis_tis_fraction_b": "sum",
         "mis_rs_mask_fraction_low": "sum",
         "mis_rs_mask_fraction_high": "sum",
-        "mis_catastrophic_token_fraction": "sum",
-        "mis_catastrophic_seq_fraction": "sum",
+        "mis_rs_catastrophic_token_fraction": "sum",
+        "mis_rs_catastrophic_seq_fraction": "sum",
         "final_mean": "sum",
         "final_min": "sum",
         "final_max": "sum",
@@ -145,15 +156,15 @@ class SlimeMisLogged(Component):
         stats["mis_rs_mask_fraction_high"] = _flag_share(view, rs > rs_hi)
         if options.rs_veto_threshold is not None:
             catastrophic = view.count(view.log_ratio < np.log(options.rs_veto_threshold))
-            stats["mis_catastrophic_token_fraction"] = catastrophic / count_divisor(view.n)
+            stats["mis_rs_catastrophic_token_fraction"] = catastrophic / count_divisor(view.n)
             # every valid token of a sample with a catastrophic one: the sample's share is 1
-            stats["mis_catastrophic_seq_fraction"] = (catastrophic > 0).astype(np.float64)
+            stats["mis_rs_catastrophic_seq_fraction"] = (catastrophic > 0).astype(np.float64)
         stats["final_mean"] = view.row_mean(after)
         stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
         stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
         stats["norm_token_sum"] = view.row_sum(after)  # the batch-normalisation μ's sums
         stats["norm_row_mean"] = view.row_mean(after)
-        for name in ("mis_catastrophic_token_fraction", "mis_catastrophic_seq_fraction"):
+        for name in ("mis_rs_catastrophic_token_fraction", "mis_rs_catastrophic_seq_fraction"):
             stats.setdefault(name, np.zeros(view.batch.rows))
         return stats
 
@@ -175,7 +186,10 @@ class SlimeMisLogged(Component):
             out["mis_rs_mask_fraction_low"] = get("mis_rs_mask_fraction_low") / rows
             out["mis_rs_mask_fraction_high"] = get("mis_rs_mask_fraction_high") / rows
             if options.rs_veto_threshold is not None:
-                for name in ("mis_catastrophic_token_fraction", "mis_catastrophic_seq_fraction"):
+                for name in (
+                    "mis_rs_catastrophic_token_fraction",
+                    "mis_rs_catastrophic_seq_fraction",
+                ):
                     out[name] = get(name) / rows
         out["mis_is_ratio_mean_after_tis_rs"] = get("mis_tis_weight_after_bound") / rows
         if options.tis_batch_normalize:
@@ -192,4 +206,4 @@ class SlimeMisPlan(ModePlan):
     options: Mis = field(default_factory=Mis)
 
     def components(self) -> tuple[Component, ...]:
-        return (SlimeLogged(), SlimeMisLogged(self), self.outcome())
+        return (SlimeAbsDiff(), SlimeMisPpl(), SlimeMisLogged(self), self.outcome())

@@ -9,83 +9,26 @@ so — or says the framework lacks it (docs/frameworks.md, "Recommendations").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from rcdiag.correction.config import CorrectionPlan, parse_config
+from rcdiag.correction.config import parse_config
 from rcdiag.dialects import Dialect
+from rcdiag.frameworks import openrlhf, slime, trl
 from rcdiag.frameworks.base import Translation
-
-
-@dataclass(frozen=True)
-class Part:
-    """One mechanism of a verl configuration.
-
-    ``kind``: ``is`` (``level``, ``icepop``, ``lo``, ``hi``), ``criterion`` (``option``; ``lo``,
-    ``hi`` as verl parses them), ``legacy_rs`` (``level``; keep ``lo`` ≤ ratio ≤ ``hi``), ``veto``
-    (``hi`` = τ) or ``batch_norm``.
-    """
-
-    kind: str
-    level: str = ""
-    option: str = ""
-    icepop: bool = False
-    lo: float = 0.0
-    hi: float = math.inf
-
-
-def parts(plan: CorrectionPlan) -> list[Part]:
-    """The mechanisms of a parsed verl configuration, IS first."""
-    out: list[Part] = []
-    if plan.importance is not None:
-        imp = plan.importance
-        out.append(Part("is", level=imp.level, icepop=imp.icepop, lo=imp.lo, hi=imp.hi))
-        if imp.batch_normalize:
-            out.append(Part("batch_norm", level=imp.level))
-    out += [Part("criterion", option=c.option, lo=c.lo, hi=c.hi) for c in plan.criteria]
-    if plan.legacy_rejection is not None:
-        rule = plan.legacy_rejection
-        out.append(Part("legacy_rs", level=rule.level, lo=rule.lower, hi=rule.upper))
-    if plan.veto_threshold is not None:
-        out.append(Part("veto", hi=plan.veto_threshold))
-    return out
-
-
-def ratio_band(part: Part) -> tuple[float, float]:
-    """The band on π_train/π_rollout a k1 criterion keeps: [1/hi, 1/lo] (docs/correction.md)."""
-    return 1.0 / part.hi, (math.inf if part.lo == 0 else 1.0 / part.lo)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """What a framework's table says for one mechanism: the keys it sets, whether the math is the
-    same, and a note (what differs, or that the framework lacks it)."""
-
-    keys: Mapping[str, Any]
-    exact: bool
-    note: str | None = None
-
-
-Table = Mapping[str, Callable[[Part], Entry]]
-"""A framework's table: mechanism name (:func:`mechanism`) → its entry."""
-
-
-def mechanism(part: Part) -> str:
-    """The table key of a mechanism: ``token_tis``, ``sequence_icepop``, ``seq_mean_k1``, …"""
-    if part.kind == "is":
-        return f"{part.level}_{'icepop' if part.icepop else 'tis'}"
-    if part.kind == "criterion":
-        return part.option
-    if part.kind == "legacy_rs":
-        return f"legacy_{part.level}_rs"
-    return part.kind
-
-
-def lacking(title: str, what: str, closest: str = "left out") -> Callable[[Part], Entry]:
-    return lambda part: Entry({}, False, f"{title} has no {what}: {closest}.")
-
+from rcdiag.frameworks.slime_mis import MIS_KEYS
+from rcdiag.frameworks.translate_base import (
+    Entry,
+    Part,
+    Table,
+    Translator,
+    lacking,
+    mechanism,
+    parts,
+    ratio_band,
+    yaml_scalar,
+)
+from rcdiag.frameworks.translate_more import MORE_PINS, MORE_TRANSLATORS
 
 # ----------------------------------------------------------------------------------------------
 # TRL (GRPOConfig keys)
@@ -97,18 +40,7 @@ TRL_UNCLAMPED = (
 
 def _trl_mode(mode: str) -> Callable[[Part], Entry]:
     def entry(part: Part) -> Entry:
-        keys = {
-            "vllm_importance_sampling_correction": True,
-            "vllm_importance_sampling_mode": mode,
-            "vllm_importance_sampling_cap": part.hi,
-        }
-        if part.icepop:
-            return Entry(
-                keys,
-                False,
-                f"closest: {mode} zeroes ratios above {part.hi:g} but keeps those below "
-                f"{part.lo:g} (verl's IcePop zeroes both)",
-            )
+        keys = trl.config(mode, part.hi, part.lo if part.icepop and part.lo > 0 else None)
         return Entry(keys, True, TRL_UNCLAMPED)
 
     return entry
@@ -128,6 +60,24 @@ TRL_DEFAULT = lacking("TRL", "rejection of tokens or sequences (only its IS corr
 # ----------------------------------------------------------------------------------------------
 # slime (built-in flags, or the MIS helper's YAML)
 
+SLIME_VERSION = slime.PIN.version
+SLIME_ICEPOP = "slime.backends.megatron_utils.loss.icepop_function"
+SLIME_BUILTIN = {"use_tis", "tis_level", "tis_mode", "tis_upper_bound", "tis_lower_bound"}
+"""Keys a token TIS alone sets: slime's built-in --use-tis --tis-clip runs it without the helper."""
+MIS_DEFAULTS: dict[str, Any] = {
+    "use_tis": True,
+    "use_rs": False,
+    "tis_level": "token",
+    "rs_level": "token",
+    "tis_mode": "truncate",
+    "tis_lower_bound": None,
+    "rs_lower_bound": None,
+    "rs_upper_bound": None,
+    "rs_veto_threshold": None,
+    "tis_batch_normalize": False,
+}
+"""mis.yaml's keys where the translation sets none: mechanisms off, bounds from the TIS bounds."""
+
 MIS_FLAGS = (
     "--custom-config-path mis.yaml "
     "--custom-tis-function-path examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
@@ -138,6 +88,12 @@ SLIME_CLAMP = (
 )
 
 
+SLIME_MASK = (
+    "closest: the MIS helper's tis_mode mask drops the tokens outside the bounds from the loss "
+    "mask, where verl's IcePop gives them weight 0"
+)
+
+
 def _slime_is(part: Part) -> Entry:
     keys: dict[str, Any] = {
         "use_tis": True,
@@ -145,14 +101,12 @@ def _slime_is(part: Part) -> Entry:
         "tis_upper_bound": part.hi,
         "tis_lower_bound": part.lo,
     }
+    if part.icepop and part.level == "token":
+        keys["tis_mode"] = "icepop"  # slime's built-in icepop_function, unless the helper is needed
+        return Entry(keys, True, "icepop_function gives weight 0 outside [low, high]; ρ unclamped")
     if part.icepop:
         keys["tis_mode"] = "mask"
-        return Entry(
-            keys,
-            False,
-            "closest: tis_mode mask drops the tokens outside the bounds from the loss mask, "
-            "where verl's IcePop gives them weight 0",
-        )
+        return Entry(keys, False, SLIME_MASK)
     keys["tis_mode"] = "truncate"
     return Entry(keys, True, SLIME_CLAMP)
 
@@ -169,40 +123,39 @@ def _slime_rs(level: str) -> Callable[[Part], Entry]:
     return entry
 
 
-def _slime_trust(kind: str, exact: bool, note: str) -> Callable[[Part], Entry]:
-    def entry(part: Part) -> Entry:
-        keys = {"use_rs": True, "rs_trust_region": kind, "rs_tr_threshold": part.hi}
-        return Entry(keys, exact, note)
-
-    return entry
-
-
 def slime_finish(keys: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
     """The MIS helper runs rejection only with TIS on and always applies its RS band: an RS band
-    that rejects nothing is set where only a veto or trust region is wanted, and uncapped weights
-    where verl has rejection without IS (not the same: slime then weights by ρ)."""
+    that rejects nothing ([0, 1e9]: ratios are clamped to e^±20 first) is set where only a veto is
+    wanted, and uncapped weights where verl has rejection without IS (not the same: slime then
+    weights by ρ). mis.py reads every key of mis.yaml, so every one is written (null where unset)."""
     notes: list[str] = []
     exact = True
+    if not keys:
+        return keys, notes, exact
     if keys.get("use_rs") and "rs_lower_bound" not in keys:
         keys = {**keys, "rs_level": "token", "rs_lower_bound": 0.0, "rs_upper_bound": 1e9}
     if keys.get("use_rs") and "tis_upper_bound" not in keys:
-        keys = {
-            "use_tis": True,
-            "tis_level": "token",
-            "tis_mode": "truncate",
-            "tis_upper_bound": 1e9,
-            **keys,
-        }
+        keys = {"tis_level": "token", "tis_mode": "truncate", "tis_upper_bound": 1e9, **keys}
         notes.append(
             "slime's MIS helper rejects only with TIS on: uncapped token weights (closest to "
             "verl's rejection without IS, which does not weight)"
         )
         exact = False
-    if "use_tis" in keys and keys.get("tis_mode") != "mask" and "use_rs" not in keys:
-        keys = {**keys, "use_rs": False}
-    if "use_tis" in keys and "tis_batch_normalize" not in keys:
-        keys = {**keys, "tis_batch_normalize": False}
-    return keys, notes, exact
+    if set(keys) <= SLIME_BUILTIN and keys.get("tis_level") == "token":
+        builtin = {"use_tis": True, "tis_clip": keys["tis_upper_bound"], "tis_clip_low": 0.0}
+        if keys.get("tis_mode") == "truncate":
+            return builtin, notes, exact  # --use-tis --tis-clip C alone
+        if keys.get("tis_mode") == "icepop":
+            builtin["tis_clip_low"] = keys["tis_lower_bound"]
+            return {**builtin, "custom_tis_function_path": SLIME_ICEPOP}, notes, exact
+    if keys.get("tis_mode") == "icepop":  # with rejection or batch normalisation: the helper
+        keys = {**keys, "tis_mode": "mask"}
+        notes.append(
+            f"token_icepop: {SLIME_MASK} (icepop_function cannot be combined with the helper)"
+        )
+        exact = False
+    full = {**MIS_DEFAULTS, **keys}
+    return {k: full[k] for k in MIS_KEYS}, notes, exact
 
 
 SLIME_TABLE: Table = {
@@ -217,19 +170,12 @@ SLIME_TABLE: Table = {
     "legacy_token_rs": _slime_rs("token"),
     "legacy_sequence_rs": _slime_rs("sequence"),
     "legacy_geometric_rs": _slime_rs("geometric"),
-    "seq_max_k2": _slime_trust(
-        "max", True, "rs_trust_region max drops a sequence whose largest ½ℓ² exceeds the threshold"
-    ),
-    "seq_mean_k3": _slime_trust(
-        "avg",
-        False,
-        "closest: rs_trust_region avg bounds the mean of e^(−ℓ) − 1 + ℓ (K3 of the other "
-        "direction), where seq_mean_k3 bounds the mean of e^ℓ − 1 − ℓ",
-    ),
+    "seq_max_k2": lacking("slime's MIS helper", "sequence trust region (largest ½ℓ²)"),
+    "seq_mean_k3": lacking("slime's MIS helper", "sequence trust region (mean K3)"),
     "veto": lambda part: Entry(
         {"use_rs": True, "rs_veto_threshold": part.hi},
         True,
-        "rs_veto_threshold is in the MIS helper's versions that have a veto (docs/frameworks.md)",
+        "rs_veto_threshold drops a sequence with a token of unclamped ℓ < ln τ, as verl's veto",
     ),
 }
 SLIME_DEFAULT = lacking("slime's MIS helper", "criterion of this kind")
@@ -237,36 +183,17 @@ SLIME_DEFAULT = lacking("slime's MIS helper", "criterion of this kind")
 
 def slime_render(config: Mapping[str, Any]) -> str:
     """Built-in flags for token TIS alone, else the MIS helper's YAML and its two flags."""
+    head = f"# for {SLIME_VERSION}"
     if not config:
-        return "# no --use-tis: slime applies no correction"
-    plain = {
-        "use_tis",
-        "tis_level",
-        "tis_mode",
-        "tis_upper_bound",
-        "tis_lower_bound",
-        "use_rs",
-        "tis_batch_normalize",
-    }
-    if (
-        set(config) <= plain
-        and config.get("tis_level") == "token"
-        and config.get("tis_mode") == "truncate"
-        and not config.get("use_rs")
-        and not config.get("tis_batch_normalize")
-    ):
-        return f"--use-tis \\\n--tis-clip {config['tis_upper_bound']!r} \\\n--tis-clip-low 0"
-    lines = ["# mis.yaml (examples/train_infer_mismatch_helper)"]
-    lines += [f"{k}: {_yaml(v)}" for k, v in config.items()]
+        return f"{head}\n# no --use-tis: slime applies no correction"
+    if "use_rs" not in config:
+        flags = [
+            f"--{k.replace('_', '-')} {yaml_scalar(v)}" for k, v in config.items() if k != "use_tis"
+        ]
+        return " \\\n".join([head + "\n--use-tis", *flags])
+    lines = [head, "# mis.yaml (examples/train_infer_mismatch_helper)"]
+    lines += [f"{k}: {yaml_scalar(v)}" for k, v in config.items()]
     return "\n".join(lines) + f"\n# then run slime with: --use-tis {MIS_FLAGS}"
-
-
-def _yaml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,30 +204,30 @@ OPENRLHF_UNCLAMPED = "OpenRLHF exponentiates ℓ unclamped (verl clamps it to ±
 
 def _openrlhf_is(part: Part) -> Entry:
     if part.icepop:
-        keys = {
-            "vllm_is_correction_type": "icepop",
-            "vllm_is_truncated_threshold": (part.lo, part.hi),
-        }
-        return Entry(keys, True, OPENRLHF_UNCLAMPED)
-    keys = {"vllm_is_correction_type": "tis", "vllm_is_truncated_threshold": (0.0, part.hi)}
+        keys = openrlhf.config("token", "mask", part.lo, part.hi)
+        if part.level == "token":
+            return Entry(keys, True, OPENRLHF_UNCLAMPED)
+        return Entry(
+            keys, False, "OpenRLHF gates a sequence by its geometric mean only: closest, token mask"
+        )
+    keys = openrlhf.config("token", "clip", 0.0, part.hi)
     if part.level == "sequence":
-        return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token TIS")
+        return Entry(keys, False, "OpenRLHF has no sequence-level IS: closest, its token clip")
     return Entry(
         keys,
         True,
-        f"its tis clamps to [low, high]; low 0 makes it truncation. {OPENRLHF_UNCLAMPED}",
+        f"its clip mode clamps to [low, high]; low 0 makes it truncation. {OPENRLHF_UNCLAMPED}",
     )
 
 
 def _openrlhf_geo(part: Part) -> Entry:
     lo, hi = ratio_band(part) if part.kind == "criterion" else (part.lo, part.hi)
-    keys = {"vllm_is_correction_type": "seq-mask-tis", "vllm_is_truncated_threshold": (lo, hi)}
     return Entry(
-        keys,
+        openrlhf.config("seq", "mask", lo, hi),
         False,
-        "closest: seq-mask-tis zeroes the weight of sequences whose geometric-mean ratio leaves "
-        "the band, and weights the others by the untruncated token ratio (one correction type at "
-        "a time: it replaces the token TIS)",
+        "closest: level seq zeroes the weight of sequences whose geometric-mean ratio leaves "
+        "the band, and weights the others by the untruncated token ratio (one gate at a time: it "
+        "replaces the token TIS)",
     )
 
 
@@ -316,31 +243,20 @@ OPENRLHF_DEFAULT = lacking("OpenRLHF", "rejection of this kind")
 
 
 def openrlhf_render(config: Mapping[str, Any]) -> str:
+    head = f"# for {openrlhf.PIN.version}: flags of openrlhf.cli.train_ppo_ray"
     if not config:
-        return "# no --enable_vllm_is_correction: OpenRLHF applies no correction"
-    lo, hi = config["vllm_is_truncated_threshold"]
-    return (
-        "--enable_vllm_is_correction \\\n"
-        f"--vllm_is_correction_type {config['vllm_is_correction_type']} \\\n"
-        f"--vllm_is_truncated_threshold {lo!r} {hi!r}"
+        return f"{head}\n# --{openrlhf.LEVEL} off (its default): OpenRLHF applies no correction"
+    lo, hi = config[openrlhf.THRESHOLD]
+    flags = [f"--{k} {v}" for k, v in config.items() if k != openrlhf.THRESHOLD]
+    return " \\\n".join(
+        [head + "\n" + flags[0], *flags[1:], f"--{openrlhf.THRESHOLD} {lo!r} {hi!r}"]
     )
 
 
 def trl_render(config: Mapping[str, Any]) -> str:
     keys = config or {"vllm_importance_sampling_correction": False}
     inner = "".join(f"    {k}={v!r},\n" for k, v in keys.items())
-    return f"GRPOConfig(\n    ...,\n{inner})"
-
-
-Finish = Callable[[dict[str, Any]], tuple[dict[str, Any], list[str], bool]]
-
-
-@dataclass(frozen=True)
-class Translator:
-    table: Table
-    default: Callable[[Part], Entry]
-    render: Callable[[Mapping[str, Any]], str]
-    finish: Finish | None = None
+    return f"# for {trl.PIN.version}: trl.GRPOConfig\nGRPOConfig(\n    ...,\n{inner})"
 
 
 TRANSLATORS: dict[str, Translator] = {
@@ -349,6 +265,10 @@ TRANSLATORS: dict[str, Translator] = {
     "openrlhf": Translator(OPENRLHF_TABLE, OPENRLHF_DEFAULT, openrlhf_render),
 }
 """The frameworks rcdiag can translate a configuration for, and their tables."""
+
+TRANSLATORS.update(MORE_TRANSLATORS)
+
+FRAMEWORK_PINS = {"trl": trl.PIN, "slime": slime.PIN, "openrlhf": openrlhf.PIN, **MORE_PINS}
 
 
 def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Translation:
@@ -377,6 +297,5 @@ def translate(framework: str, config: Mapping[str, Any], dialect: Dialect) -> Tr
         keys, more, whole = translator.finish(keys)
         notes += more
         exact &= whole
-    if "vllm_is_truncated_threshold" in keys:
-        keys = {"enable_vllm_is_correction": True, **keys}
-    return Translation(keys, translator.render(keys), tuple(notes), exact)
+    version = FRAMEWORK_PINS[framework].version
+    return Translation(keys, translator.render(keys), tuple(notes), exact, version)

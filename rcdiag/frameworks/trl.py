@@ -1,8 +1,8 @@
 """Hugging Face TRL's ``GRPOTrainer``: its vLLM importance-sampling correction and what it logs.
 
-Read from huggingface/trl ``trl/trainer/grpo_config.py`` (commit 006d32c) for the options and their
-defaults, and the ``_generate_and_score_completions`` section of ``trl/trainer/grpo_trainer.py`` that
-computes the ratio and logs ``sampling/…`` (docs/frameworks.md, "TRL").
+Read on TRL's main branch at commit f2cd577 (2026-07-24): ``trl/trainer/grpo_config.py`` for the
+options and their defaults, and ``_generate_and_score_completions`` of ``trl/trainer/grpo_trainer.py``
+that computes the ratio and logs ``sampling/…`` (docs/frameworks.md, "TRL").
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import numpy as np
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
 from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.base import Framework, Preset, Source, prefixed
+from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind
 
 ID = "trl"
 DEFAULT_CAP = 3.0
-"""``vllm_importance_sampling_cap``'s default."""
+"""``vllm_importance_sampling_clip_max``'s default (``vllm_importance_sampling_clip_min``'s is None:
+no lower bound). ``vllm_importance_sampling_cap`` is its deprecated name, until TRL 2.0."""
+PIN = Pin("huggingface/trl", "main", "f2cd57710ae345ea6428ae95363267fcf38a3dc8", "2026-07-24")
 DEFAULT_MODE = "sequence_mask"
 """``vllm_importance_sampling_mode``'s default (the docstring calls token_truncate the default; the
 field's default value is sequence_mask, and that is what runs)."""
@@ -28,27 +30,31 @@ MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 SOURCES = (
     Source(
-        "huggingface/trl",
+        PIN.repo,
         "trl/trainer/grpo_config.py",
-        "006d32c9bf5da698815726ebd0de78b404e8163d",
-        "vllm_importance_sampling_correction (True), _mode (sequence_mask), _cap (3.0)",
+        PIN.commit,
+        "vllm_importance_sampling_correction (True), _mode (sequence_mask), _clip_max (3.0), "
+        "_clip_min (None); _cap deprecated",
     ),
     Source(
-        "huggingface/trl",
+        PIN.repo,
         "trl/trainer/grpo_trainer.py",
-        None,
+        PIN.commit,
         "_generate_and_score_completions: the IS ratio per mode and the sampling/ metrics",
     ),
 )
 
 
-def mode_weights(mode: str, cap: float = DEFAULT_CAP) -> Weights:
-    """TRL's ratio: exp of ℓ per token or of S_i per row, unclamped; ``truncate`` caps it at C,
-    ``mask`` sets a ratio above C to 0 (a ratio equal to C is kept)."""
+def mode_weights(mode: str, cap: float = DEFAULT_CAP, low: float | None = None) -> Weights:
+    """TRL's ratio: exp of ℓ per token or of S_i per row, unclamped; ``truncate`` clamps it to
+    [C_min, C_max] (no lower bound when C_min is None), ``mask`` sets a ratio outside [C_min, C_max]
+    to 0 (the bounds themselves are kept)."""
     ratio = Ratio("token" if mode.startswith("token") else "sequence")
     if mode.endswith("truncate"):
-        return Weights(ratio, "truncate", hi=cap)
-    return Weights(ratio, zero=(Band(ratio, 0.0, cap),))
+        if low is None:
+            return Weights(ratio, "truncate", hi=cap)
+        return Weights(ratio, "clip", lo=low, hi=cap)
+    return Weights(ratio, zero=(Band(ratio, 0.0 if low is None else low, cap),))
 
 
 @dataclass(frozen=True)
@@ -107,17 +113,20 @@ class TrlPlan(ModePlan):
         return (TrlLogged(self.weights), self.outcome())
 
 
-def plan(mode: str = DEFAULT_MODE, cap: float = DEFAULT_CAP) -> TrlPlan:
-    return TrlPlan(ID, mode_weights(mode, cap))
+def plan(mode: str = DEFAULT_MODE, cap: float = DEFAULT_CAP, low: float | None = None) -> TrlPlan:
+    return TrlPlan(ID, mode_weights(mode, cap, low))
 
 
-def config(mode: str, cap: float = DEFAULT_CAP) -> dict[str, Any]:
+def config(mode: str, cap: float = DEFAULT_CAP, low: float | None = None) -> dict[str, Any]:
     """The GRPOConfig keys of a mode."""
-    return {
+    keys: dict[str, Any] = {
         "vllm_importance_sampling_correction": True,
         "vllm_importance_sampling_mode": mode,
-        "vllm_importance_sampling_cap": cap,
+        "vllm_importance_sampling_clip_max": cap,
     }
+    if low is not None:
+        keys["vllm_importance_sampling_clip_min"] = low
+    return keys
 
 
 PURPOSES = {
@@ -125,6 +134,20 @@ PURPOSES = {
     "token_mask": "per-token ratio set to 0 above C = 3",
     "sequence_truncate": "sequence ratio exp(Σℓ) capped at C = 3",
     "sequence_mask": "sequence ratio set to 0 above C = 3 (TRL's default)",
+}
+
+TWO_SIDED_LOW = 0.5
+"""The lower bound of the two-sided presets: ``vllm_importance_sampling_clip_min`` has no default
+(None: one-sided); 0.5 is an example, IcePop's usual lower bound."""
+TWO_SIDED = {
+    "token_mask_two_sided": (
+        "token_mask",
+        "per-token ratio set to 0 outside [0.5, 3] (clip_min 0.5)",
+    ),
+    "sequence_mask_two_sided": (
+        "sequence_mask",
+        "sequence ratio set to 0 outside [0.5, 3] (clip_min 0.5)",
+    ),
 }
 
 PRESETS = tuple(
@@ -136,16 +159,28 @@ PRESETS = tuple(
         "own components (TRL exponentiates ℓ unclamped; verl clamps to ±20)",
     )
     for mode in MODES
+) + tuple(
+    Preset(
+        f"{ID}:{name}",
+        purpose,
+        config(mode, low=TWO_SIDED_LOW),
+        plan(mode, low=TWO_SIDED_LOW),
+        "own components (TRL exponentiates ℓ unclamped; verl clamps to ±20)",
+    )
+    for name, (mode, purpose) in TWO_SIDED.items()
 )
 
 FRAMEWORK = Framework(
     id=ID,
     title="TRL",
     sources=SOURCES,
+    pin=PIN,
     metrics=(TrlLogged(mode_weights(DEFAULT_MODE)),),
     aggregation=(
-        "per process: a token mean (sampling_logp_difference/mean) over the process's completions, "
-        "then the mean over processes; rcdiag takes a step as one process's batch"
+        "per process and generation batch: a token mean (sampling_logp_difference/mean) over the "
+        "process's completions, then the mean over processes (max and min over processes), and "
+        "the logged value is the mean over the generation batches of a logging_steps window; "
+        "rcdiag takes a step as one process's one batch"
     ),
     presets=PRESETS,
 )

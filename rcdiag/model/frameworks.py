@@ -43,6 +43,8 @@ class FrameworkResult(JsonRecord):
         overall: its metrics on the whole dump taken as one batch.
         steps: its metrics on each step.
         checks: the status of its metrics that the framework gates in CI (registry bands).
+        aggregation: how a value maps onto what the framework logs, in words (what depends on a
+            split into processes or micro-batches that a dump does not record).
     """
 
     framework: str
@@ -50,6 +52,7 @@ class FrameworkResult(JsonRecord):
     overall: Metrics
     steps: tuple[FrameworkStep, ...]
     checks: tuple[MetricStatus, ...]
+    aggregation: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class FrameworkResult(JsonRecord):
             "overall": safe_numbers(self.overall),
             "steps": [s.to_json() for s in self.steps],
             "checks": [c.to_json() for c in self.checks],
+            "aggregation": self.aggregation,
         }
 
     @classmethod
@@ -68,6 +72,7 @@ class FrameworkResult(JsonRecord):
             overall=field["overall"].numbers(),
             steps=tuple(FrameworkStep.read(s) for s in field["steps"].items()),
             checks=tuple(MetricStatus.read(c) for c in field["checks"].items()),
+            aggregation=(field.get("aggregation") or field.holding("")).string(),
         )
 
 

@@ -339,6 +339,11 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "missing": missing_sections(document),
         "frameworks": _framework_rows(document),
+        "framework_notes": [
+            {"title": e.get("title", e.get("framework")), "text": e["aggregation"]}
+            for e in document.get("frameworks") or []
+            if e.get("aggregation")
+        ],
     }
 
 

@@ -1,7 +1,7 @@
 """Detectors of dump bugs: the fix is in the pipeline that made the dump (docs/diagnosis.md).
 
-Each takes the :class:`~rcdiag.assess.observations.Observations` of a dump and returns a
-:class:`~rcdiag.assess.observations.Detection` or None; :mod:`rcdiag.assess.diagnosis` lists them.
+Each takes the :class:`~rcdiag.assess.diagnosis.observations.Observations` of a dump and returns a
+:class:`~rcdiag.assess.diagnosis.observations.Detection` or None; :mod:`rcdiag.assess.diagnosis` lists them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Detectors of real mismatch: numerics, staleness, drift, tails; correction applies.
 
 Severities come from the metric registry's bands (docs/diagnosis.md); each detector returns a
-:class:`~rcdiag.assess.observations.Detection` or None.
+:class:`~rcdiag.assess.diagnosis.observations.Detection` or None.
 """
 
 from __future__ import annotations
