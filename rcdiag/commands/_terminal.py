@@ -24,6 +24,11 @@ VERDICT_WORDS: dict[str, str] = {
     "watch": "WATCH — a mismatch worth watching; no change needed yet",
     "act": "ACT — fix or correct the mismatch before it biases training",
 }
+DUMP_BUG_WORDS = (
+    "{status} — fix the dump: {title}; its numbers describe the bug, not training, and no "
+    "correction applies"
+)
+"""The verdict line when the diagnosis found a bug in how the dump was made."""
 
 
 CHI2_METRICS = (CHI2_TOKEN.name, CHI2_SEQ.name)
@@ -75,8 +80,12 @@ def chi2_note(values: Iterable[float | None]) -> None:
 
 def show_diagnosis(diagnosis: Diagnosis) -> None:
     """The verdict, then each cause: what it is, the numbers, what to do (wrapped at the width)."""
-    verdict = diagnosis.verdict
-    stdout.print(f"[{STATUS_STYLE[verdict]}]Verdict: {VERDICT_WORDS[verdict]}[/]")
+    verdict, bug = diagnosis.verdict, diagnosis.dump_bug
+    words = VERDICT_WORDS[verdict]
+    if bug is not None:
+        title = bug.title or bug.id
+        words = DUMP_BUG_WORDS.format(status=verdict.upper(), title=title[0].lower() + title[1:])
+    stdout.print(f"[{STATUS_STYLE[verdict]}]Verdict: {shown(words)}[/]")
     rows = []
     for cause in diagnosis.causes:
         kind = "dump bug" if cause.kind == "dump_bug" else "mismatch"

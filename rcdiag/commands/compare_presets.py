@@ -293,6 +293,17 @@ def show(document: dict[str, Any], sort: str | None, recommendation: dict[str, A
             ],
         )
     )
+    if recommendation.get("dump_bug"):
+        stdout.print(
+            paragraph(
+                printable(
+                    f"Not applicable: the dump shows a bug in how it was made "
+                    f"({recommendation['dump_bug']}). Fix the dump: the figures below describe "
+                    "the bug, not what a correction would do to training."
+                ),
+                style="bold yellow",
+            )
+        )
     presets = document["presets"]
     figures = [Col(label, "right") for label in COLUMNS.values()]
     if presets:

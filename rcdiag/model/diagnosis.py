@@ -67,6 +67,7 @@ class Cause(JsonRecord):
         summary: one sentence with the numbers.
         evidence: the statistics the detector decided on, by name (JSON values).
         advice: what to do.
+        title: the cause's name as a person reads it (``The mismatch grows during training``).
     """
 
     id: str
@@ -75,10 +76,12 @@ class Cause(JsonRecord):
     summary: str
     evidence: dict[str, Any]
     advice: str
+    title: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "title": self.title,
             "kind": self.kind,
             "severity": self.severity,
             "summary": self.summary,
@@ -95,6 +98,7 @@ class Cause(JsonRecord):
             summary=field["summary"].string(),
             evidence=dict(field["evidence"].mapping()),
             advice=field["advice"].string(),
+            title=title.string() if (title := field.get("title")) is not None else "",
         )
 
 

@@ -62,7 +62,13 @@ class CauseRecord:
         if found is None:
             return None
         return Cause(
-            self.id, self.kind, found.severity, found.summary, found.evidence, found.advice
+            self.id,
+            self.kind,
+            found.severity,
+            found.summary,
+            found.evidence,
+            found.advice,
+            self.title,
         )
 
 
