@@ -86,6 +86,8 @@ def analyze(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
     frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> AnalysisResult:
@@ -137,6 +139,8 @@ def compare_presets(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
     framework: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> ComparisonResult:
@@ -210,6 +214,8 @@ def report(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
     frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> ReportDocument:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.files import ColumnNames, StepSelection
+from rcdiag.io.native import InputFormat
 from rcdiag.pipeline import DumpSpec
 
 PathLike = str | os.PathLike[str]
@@ -33,7 +34,10 @@ DUMP_ARGUMENTS = """\
             cluster with the same results, ``--engine``; docs/scale.md).
         ray_address: the Ray cluster for ``engine="ray"`` (None: ``RAY_ADDRESS``, else a local
             Ray started for the call; ``--ray-address``).
-        progress: called as ``progress(rows_read, total_rows)`` after each batch."""
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        format: the dump's format, when its paths do not tell (``--format``: parquet, slime,
+            miles, nemo_rl, skyrl; docs/formats.md).
+        trust_pickle: read pickle files, which can run code (SkyRL's dumps; ``--trust-pickle``)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,6 +79,8 @@ def dump_spec(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
 ) -> DumpSpec:
     """Where a dump is and how to read it (the arguments of every function here).
 
@@ -101,6 +107,7 @@ def dump_spec(
         storage_options=dict(storage_options or {}),
         engine=engine,
         ray_address=ray_address,
+        input_format=InputFormat(format, trust_pickle),
     )
 
 
@@ -115,6 +122,8 @@ _DUMP_KEYS = (
     "storage_options",
     "engine",
     "ray_address",
+    "format",
+    "trust_pickle",
 )
 
 

@@ -23,6 +23,7 @@ from rcdiag.errors import UsageError
 from rcdiag.frameworks.analysis import FrameworkMetrics
 from rcdiag.frameworks.base import Framework
 from rcdiag.io.files import ColumnNames, StepSelection
+from rcdiag.io.native import InputFormat
 from rcdiag.io.reader import DumpReader, prefetch
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
@@ -48,6 +49,8 @@ class DumpSpec:
     ray_address: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
+    input_format: InputFormat = field(default_factory=InputFormat)
+    """The files' format (``--format``) and whether pickles may be read (``--trust-pickle``)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -69,6 +72,7 @@ class DumpSpec:
             row_details=row_details,
             stream_offset=stream_offset,
             storage_options=self.storage_options,
+            input_format=self.input_format,
         )
 
 

@@ -42,6 +42,8 @@ def check(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
     progress: Progress | None = None,
 ) -> CheckResult:
     """Evaluate CI rules on a dump (``rcdiag check``; docs/rules.md).
@@ -118,6 +120,8 @@ def baseline(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
     progress: Progress | None = None,
 ) -> Baseline:
     """A reference run's metrics and bootstrap replicates, for :func:`check` (``rcdiag baseline``;

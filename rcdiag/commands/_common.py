@@ -220,7 +220,7 @@ PathsArgument = Annotated[
     list[str],
     typer.Argument(
         help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
-        "gs://, hf://, https://)."
+        "gs://, hf://, https://); or slime, Miles, NeMo-RL, SkyRL dumps (docs/formats.md)."
     ),
 ]
 DialectOption = Annotated[
@@ -297,6 +297,24 @@ StorageOption = Annotated[
     ),
 ]
 
+FormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="The dump's format when its paths do not tell: parquet, slime, miles, nemo_rl or "
+        "skyrl (docs/formats.md).",
+    ),
+]
+TrustPickleOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-pickle",
+        help="Read pickle files (SkyRL's dumped batches), which can run code: only files you "
+        "trust.",
+    ),
+]
+
 
 def parse_frameworks_option(value: str | None, option: str = "--frameworks") -> list[Framework]:
     """The frameworks of ``--frameworks`` / ``--framework`` (none when not given)."""
@@ -328,6 +346,8 @@ class DumpOptions:
     engine: str = "local"
     ray_address: str | None = None
     storage_option: list[str] | None = None
+    format: str | None = None
+    trust_pickle: bool = False
 
     def arguments(self) -> dict[str, Any]:
         """The dump arguments of the :mod:`rcdiag.api` functions.
@@ -354,6 +374,8 @@ class DumpOptions:
             "storage_options": parse_storage_options(self.storage_option or ()),
             "engine": self.engine,
             "ray_address": self.ray_address,
+            "format": self.format,
+            "trust_pickle": self.trust_pickle,
         }
 
 
@@ -371,6 +393,8 @@ _DUMP_OPTION_TYPES: dict[str, Any] = {
     "engine": EngineOption,
     "ray_address": RayAddressOption,
     "storage_option": StorageOption,
+    "format": FormatOption,
+    "trust_pickle": TrustPickleOption,
 }
 
 Command = TypeVar("Command", bound=Callable[..., None])

@@ -10,7 +10,7 @@ import difflib
 import glob
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,15 +125,14 @@ def discover(
         raw = local_path(given)
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in PARQUET_SUFFIXES
-                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-            )
+            from rcdiag.io.native.detect import dump_files
+
+            inside = dump_files(path)  # parquet files, and the files of other trainers' dumps
             if not inside:
-                raise InputError(f"{path}: directory holds no parquet file (*.parquet, *.pq)")
+                raise InputError(
+                    f"{path}: directory holds no parquet file (*.parquet, *.pq) and no other "
+                    "trainer's dump rcdiag reads (docs/formats.md)"
+                )
             found.extend(inside)
         elif path.is_file():
             found.append(path)
@@ -220,6 +219,12 @@ class DumpFile:
     @property
     def rows(self) -> int:
         return int(self.handle.metadata.num_rows)
+
+    def record_batches(
+        self, batch_size: int, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The file's rows, ``batch_size`` at a time (only ``columns``)."""
+        return self.handle.iter_batches(batch_size=batch_size, columns=columns)
 
     def mean_row_length(self) -> float:
         meta = self.handle.metadata
