@@ -444,3 +444,55 @@ def test_convert_never_writes_a_partial_file(tmp_path: Path) -> None:
 def test_column_options_do_not_apply_to_native_dumps(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--rollout-col"):
         rcdiag.analyze(nemo_rl(tmp_path, steps_of(89)), rollout_col="x")
+
+
+def test_older_skyrl_pickles_of_the_batch_as_a_dict_subclass(tmp_path: Path) -> None:
+    """Before TensorBatch defined ``__reduce__``, a batch pickled as a dict subclass: its tensors
+    as torch tensors, its attributes (``metadata``) as the object's state."""
+    import pickle
+    import types
+
+    name = "skyrl_train.training_batch"
+    module = types.ModuleType(name)
+
+    class TrainingInputBatch(dict):  # type: ignore[type-arg]
+        pass
+
+    TrainingInputBatch.__module__ = name
+    TrainingInputBatch.__qualname__ = "TrainingInputBatch"
+    module.TrainingInputBatch = TrainingInputBatch  # type: ignore[attr-defined]
+    sys.modules.setdefault("skyrl_train", types.ModuleType("skyrl_train"))
+    sys.modules[name] = module
+    try:
+        steps = {5: nd.random_samples(97, 8)}
+        new = skyrl(tmp_path / "new", steps)
+        path = new / "dumped_data" / "global_step_5_training_input.pkl"
+        state = pickle.loads(path.read_bytes())  # the test's own stand-in classes
+        old = TrainingInputBatch(
+            {
+                k: torch.as_tensor(np.frombuffer(v["data"], v["dtype"]).reshape(v["shape"]).copy())
+                for k, v in state.items()
+                if v is not None
+            }
+        )
+        old.metadata = {"pad_size": 5 % 3}
+        target = tmp_path / "old" / "dumped_data" / "global_step_5_training_input.pkl"
+        target.parent.mkdir(parents=True)
+        target.write_bytes(pickle.dumps(old))
+    finally:
+        del sys.modules[name]
+    a = rcdiag.analyze(new, trust_pickle=True)
+    b = rcdiag.analyze(tmp_path / "old", trust_pickle=True)
+    close(comparable(a), comparable(b))
+
+
+def test_nemo_rl_values_written_without_the_batch_list(tmp_path: Path) -> None:
+    path = nemo_rl(tmp_path / "a", steps_of(101)) / "exp_001" / "train_data_step3.jsonl"
+    flat = tmp_path / "b" / "train_data_step3.jsonl"
+    flat.parent.mkdir()
+    lines = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        lines.append(json.dumps({k: v[0] if isinstance(v, list) else v for k, v in record.items()}))
+    flat.write_text("\n".join(lines) + "\n")
+    close(comparable(rcdiag.analyze(path)), comparable(rcdiag.analyze(flat)))

@@ -58,6 +58,8 @@ class TrainSample:
     mask: np.ndarray | None
     weight_versions: list[Any] | None
     where: str
+    joinable: bool = True
+    """Whether ``key`` names the sample in the rollout file (False: only its place in the file)."""
 
 
 def cp_ranges(

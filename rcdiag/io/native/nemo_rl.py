@@ -42,25 +42,23 @@ KEYS = ("generation_logprobs", "prev_logprobs", "token_loss_mask", "sample_loss_
 
 
 def _unwrap(record: dict[str, Any], key: str, where: str) -> Any:
-    """A per-sample value without its one-element batch list."""
+    """A per-sample value without its one-element batch list (a value written without it is
+    taken as it is)."""
     if key not in record:
         present = ", ".join(sorted(record)) or "(none)"
         raise InputError(f"{where}: no key {key!r}; keys are: {present}")
     value = record[key]
-    if isinstance(value, list) and len(value) == 1 and key != "sample_loss_mask":
-        return value[0]
     if key == "sample_loss_mask":
-        if isinstance(value, list):
-            if len(value) != 1:
-                raise InputError(f"{where}: {key!r} has {len(value)} entries; expected one")
+        if isinstance(value, list) and len(value) == 1:
             value = value[0]
-        if not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{where}: {key!r} is {value!r}; expected a number")
         return value
-    raise InputError(
-        f"{where}: {key!r} is not a one-element list of per-token values (NeMo-RL writes each "
-        "sample's values wrapped in a list)"
-    )
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        return value[0]
+    if isinstance(value, list):
+        return value
+    raise InputError(f"{where}: {key!r} is not a list of per-token values")
 
 
 def sample_row(record: Any, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

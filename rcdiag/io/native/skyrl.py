@@ -96,13 +96,14 @@ def _state(path: Path) -> dict[str, Any]:
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise InputError(f"{path}: not a readable SkyRL pickle ({reason})") from None
-    if isinstance(loaded, dict) and "__state__" in loaded:
-        loaded = loaded["__state__"]
+    if isinstance(loaded, _Batch):  # pickled as a plain dict subclass (older SkyRL): items + state
+        state = loaded.pop("__state__", None) or {}
+        if isinstance(state, dict) and isinstance(state.get("batch_dict"), dict):
+            return state
+        metadata = state.get("metadata") if isinstance(state, dict) else None
+        return {"batch_dict": dict(loaded), "metadata": metadata or {}}
     if isinstance(loaded, dict) and isinstance(loaded.get("batch_dict"), dict):
         return loaded
-    if isinstance(loaded, dict) and "action_log_probs" in loaded:  # an unpickled TensorBatch
-        metadata = getattr(loaded, "metadata", None) or {}
-        return {"batch_dict": dict(loaded), "metadata": metadata}
     raise InputError(f"{path}: not a SkyRL training batch (no 'batch_dict' in the pickle)")
 
 

@@ -56,8 +56,6 @@ def read_v2_train_file(path: Path, pack: Any) -> list[TrainSample]:
         if not isinstance(sample, dict):
             raise InputError(f"{where}: is {type(sample).__name__}, not a dictionary")
         position, index = sample.get("rollout_position"), sample.get("sample_index")
-        if position is None and index is None:
-            raise InputError(f"{where}: has neither 'rollout_position' nor 'sample_index'")
         old, rollout = sample.get("log_probs"), sample.get("rollout_log_probs")
         mask = sample.get("loss_masks")
         response = sample.get("response_lengths")
@@ -66,8 +64,9 @@ def read_v2_train_file(path: Path, pack: Any) -> list[TrainSample]:
         key: Any = position if position is not None else index
         samples.append(
             TrainSample(
-                key=int(key),
+                key=number if key is None else int(key),
                 by_position=position is not None,
+                joinable=key is not None,
                 response_length=int(response),
                 old=None if old is None else log_probs(old, where, "log_probs"),
                 rollout=None if rollout is None else log_probs(rollout, where, "rollout_log_probs"),
@@ -97,6 +96,11 @@ def _numeric_versions(versions: Any) -> list[int]:
 def _rollout_sample(
     sample: TrainSample, rollout: Sequence[dict[str, Any]], by_index: dict[int, int], path: Path
 ) -> dict[str, Any]:
+    if not sample.joinable:
+        raise InputError(
+            f"{sample.where}: has neither 'rollout_position' nor 'sample_index', so it cannot "
+            f"be joined to {path}"
+        )
     if sample.by_position:
         if not 0 <= sample.key < len(rollout):
             raise InputError(
