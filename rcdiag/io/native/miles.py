@@ -74,8 +74,13 @@ def cp_ranges(
     response, P being the prompt's length.
 
     Example:
-        >>> cp_ranges(total=10, response=6, cp_rank=0, cp_size=2, basis=10)
-        [(0, 2), (5, 6)]
+        A 3-token prompt and a 9-token response in chunks of 3: logits 2 … 10 score the response;
+        rank 0 holds chunks 0 (logit 2) and 3 (logits 9, 10), rank 1 chunks 1 and 2.
+
+        >>> cp_ranges(total=12, response=9, cp_rank=0, cp_size=2, basis=12)
+        [(0, 1), (7, 9)]
+        >>> cp_ranges(total=12, response=9, cp_rank=1, cp_size=2, basis=12)
+        [(1, 4), (4, 7)]
     """
     prompt = total - response
     chunk = -(-basis // (2 * cp_size))
