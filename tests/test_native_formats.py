@@ -108,11 +108,12 @@ WRITERS: dict[str, Callable[[Path, dict[int, list[nd.Sample]]], Path]] = {
 
 
 def comparable(result: Any) -> dict[str, Any]:
-    """A result's document without the paths read and the count of positions read (masked ones
-    included: rcdiag.write_dump trims a row's trailing masked positions, a trainer keeps them)."""
+    """A result's document without the paths read, the count of positions read (masked ones
+    included: rcdiag.write_dump trims a row's trailing masked positions, a trainer keeps them) and
+    the count of samples left out (checked on their own)."""
     document = result.to_json()
     document["source"] = {
-        k: v for k, v in document["source"].items() if k not in ("paths", "tokens")
+        k: v for k, v in document["source"].items() if k not in ("paths", "tokens", "left_out")
     }
     return document
 
@@ -167,8 +168,8 @@ def test_the_cli_reads_each_format_and_convert_round_trips(tmp_path: Path, kind:
     assert result.exit_code == 0, result.stderr
     first, second = json.loads(out.read_text()), json.loads(again.read_text())
     for document in (first, second):
-        document["source"].pop("paths")
-        document["source"].pop("tokens")
+        for key in ("paths", "tokens", "left_out"):
+            document["source"].pop(key, None)
     close(first, second)
 
 
@@ -186,6 +187,11 @@ def test_slime_leaves_out_aborted_and_failed_samples_and_counts_them(tmp_path: P
     reader = DumpReader([native])
     assert sum(b.rows for b in reader.batches()) == 20
     assert reader.left_out == {"aborted": 1, "failed": 1}
+    assert rcdiag.analyze(native).source.left_out == (("aborted", 1), ("failed", 1))
+    out = tmp_path / "a.json"
+    result = runner.invoke(app, ["analyze", str(native), "--json", str(out)])
+    assert "samples not read: 1 aborted, 1 failed" in result.stderr
+    assert json.loads(out.read_text())["source"]["left_out"] == {"aborted": 1, "failed": 1}
 
 
 def test_skyrl_padding_rows_are_left_out_and_counted(tmp_path: Path) -> None:
