@@ -228,11 +228,13 @@ def write_per_rank(
     record_cp: bool = True,
     key: str = "sample_indices",
     with_log_probs: bool = True,
+    split: tuple[str, ...] = ("rollout_log_probs", "log_probs"),
 ) -> list[Path]:
     """Per-rank training files, ``train_data/{id}_{rank}.pt``: Miles' ``save_debug_train_data_for_rank``
     (``record_cp``: ``cp_rank``/``cp_size``/``qkv_format`` saved; without: slime's layout before
     format_version 2, keyed by ``partition``). Ranks are numbered tensor-parallel fastest, then
-    context-parallel, then data-parallel; tensor-parallel peers write identical files."""
+    context-parallel, then data-parallel; tensor-parallel peers write identical files. ``split``:
+    the fields stored as each context-parallel rank's slice."""
     paths = []
     for dp_rank in range(dp_size):
         positions = list(range(dp_rank, len(samples), dp_size))
@@ -240,7 +242,7 @@ def write_per_rank(
             columns = _train_columns(samples, positions)
             if not with_log_probs:
                 del columns["log_probs"]
-            for field in ("rollout_log_probs", "log_probs"):
+            for field in split:
                 if field in columns:
                     columns[field] = [
                         zigzag_slice(v, t, r, cp_rank, cp_size) if cp_size > 1 else v

@@ -79,6 +79,16 @@ def slime_legacy(root: Path, steps: dict[int, list[nd.Sample]]) -> Path:
     return root
 
 
+def slime_legacy_split_trainer_side(root: Path, steps: dict[int, list[nd.Sample]]) -> Path:
+    """Older slime files where only the trainer's log-probs are context-parallel slices."""
+    for step, samples in steps.items():
+        nd.write_slime_rollout(root, step, samples)
+        nd.write_per_rank(
+            root, step, samples, cp_size=2, tp_size=2, record_cp=False, split=("log_probs",)
+        )
+    return root
+
+
 def slime_train_only(root: Path, steps: dict[int, list[nd.Sample]]) -> Path:
     for step, samples in steps.items():
         nd.write_slime_v2(root, step, samples)
@@ -101,6 +111,7 @@ WRITERS: dict[str, Callable[[Path, dict[int, list[nd.Sample]]], Path]] = {
     "slime_v2": slime_v2,
     "miles_cp2_tp2": miles,
     "slime_legacy_cp3": slime_legacy,
+    "slime_legacy_cp2_trainer_split": slime_legacy_split_trainer_side,
     "slime_train_only": slime_train_only,
     "nemo_rl": nemo_rl,
     "skyrl": skyrl,
@@ -502,3 +513,24 @@ def test_nemo_rl_values_written_without_the_batch_list(tmp_path: Path) -> None:
         lines.append(json.dumps({k: v[0] if isinstance(v, list) else v for k, v in record.items()}))
     flat.write_text("\n".join(lines) + "\n")
     close(comparable(rcdiag.analyze(path)), comparable(rcdiag.analyze(flat)))
+
+
+def test_skyrl_batch_pickled_as_a_plain_dictionary(tmp_path: Path) -> None:
+    import pickle
+
+    steps = {2: nd.random_samples(103, 7)}
+    new = skyrl(tmp_path / "new", steps)
+    state = pickle.loads((new / "dumped_data" / "global_step_2_training_input.pkl").read_bytes())
+    plain = {
+        k: torch.as_tensor(np.frombuffer(v["data"], v["dtype"]).reshape(v["shape"]).copy())
+        for k, v in state.items()
+        if v is not None
+    }
+    plain["metadata"] = {"pad_size": 2 % 3}
+    target = tmp_path / "old" / "global_step_2_training_input.pkl"
+    target.parent.mkdir()
+    target.write_bytes(pickle.dumps(plain))
+    close(
+        comparable(rcdiag.analyze(new, trust_pickle=True)),
+        comparable(rcdiag.analyze(target, trust_pickle=True)),
+    )

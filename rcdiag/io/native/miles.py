@@ -172,19 +172,25 @@ def _entry(pack: _Pack, key: str, row: int) -> Any:
 
 
 def _layout(
-    packs: Sequence[_Pack], locations: list[tuple[int, int]], total: int, response: int, where: str
+    packs: Sequence[_Pack],
+    locations: list[tuple[int, int]],
+    total: int,
+    response: int,
+    where: str,
+    probe: str,
 ) -> tuple[int, dict[int, int]]:
-    """``(cp_size, {pack: cp_rank})`` of one sample: recorded in the files (Miles), else told
-    apart by the rollout log-probs each rank holds (slime's older files)."""
+    """``(cp_size, {pack: cp_rank})`` of one sample's field ``probe``: recorded in the files
+    (Miles), else told apart by the distinct slices the ranks hold, in rank order (slime's older
+    files)."""
     if all(packs[p].cp_rank is not None for p, _ in locations):
         return packs[locations[0][0]].cp_size, {p: int(packs[p].cp_rank or 0) for p, _ in locations}
     seen: list[np.ndarray] = []
     layout: dict[int, int] = {}
     for p, row in locations:  # in rank order: context-parallel rank r comes before r + 1
-        value = _entry(packs[p], "rollout_log_probs", row)
+        value = _entry(packs[p], probe, row)
         if value is None:
             continue
-        values = as_array(value, where, "rollout_log_probs")
+        values = as_array(value, where, probe)
         match = next((i for i, s in enumerate(seen) if np.array_equal(s, values)), None)
         if match is None:
             match = len(seen)
@@ -199,7 +205,7 @@ def _layout(
     ]
     if widths != expected:
         raise InputError(
-            f"{where}: the rank files hold {cp_size} different slices of 'rollout_log_probs' "
+            f"{where}: the rank files hold {cp_size} different slices of {probe!r} "
             f"(lengths {widths}) that are no context-parallel split of {response} tokens, and "
             "they record no cp_rank"
         )
@@ -210,19 +216,26 @@ def _field(
     packs: Sequence[_Pack],
     locations: list[tuple[int, int]],
     key: str,
-    layout: tuple[int, dict[int, int]],
     total: int,
     response: int,
     basis: int,
     where: str,
 ) -> np.ndarray | None:
-    cp_size, ranks = layout
+    held = [
+        (p, log_probs(value, where, key))
+        for p, row in locations
+        if (value := _entry(packs[p], key, row)) is not None
+    ]
+    whole = [values for _, values in held if len(values) == response]
+    if whole:  # a field kept whole on every rank (never split, or gathered before saving)
+        return whole[0]
+    if not held:
+        return None
+    cp_size, ranks = _layout(packs, locations, total, response, where, key)
     chunks: dict[int, np.ndarray] = {}
-    for p, row in locations:
-        value = _entry(packs[p], key, row)
-        if value is None or p not in ranks:
-            continue
-        chunks.setdefault(ranks[p], log_probs(value, where, key))  # tensor-parallel copies: one
+    for p, values in held:
+        if p in ranks:
+            chunks.setdefault(ranks[p], values)  # tensor-parallel copies: the first one
     if not chunks:
         return None
     if cp_size == 1:
@@ -263,16 +276,14 @@ def read_rank_files(
                     f"{packs[p].path}: sample with {name} {key} has another response length "
                     f"than in {pack.path}; are these files from different runs?"
                 )
-        layout = _layout(packs, where_at, total, response, where)
         seq_lens = pack.column("max_seq_lens")
         basis = total
-        if layout[0] > 1 and pack.qkv_format != "thd":
+        if pack.cp_size > 1 and pack.qkv_format != "thd":
             if seq_lens is None:
                 raise InputError(f"{where}: qkv_format {pack.qkv_format!r} needs 'max_seq_lens'")
             basis = int(seq_lens[row])
         values = {
-            k: _field(packs, where_at, k, layout, total, response, basis, where)
-            for k in PER_TOKEN_FIELDS
+            k: _field(packs, where_at, k, total, response, basis, where) for k in PER_TOKEN_FIELDS
         }
         mask = _entry(pack, "loss_masks", row)
         versions = _entry(pack, "weight_versions", row)

@@ -104,6 +104,8 @@ def _state(path: Path) -> dict[str, Any]:
         return {"batch_dict": dict(loaded), "metadata": metadata or {}}
     if isinstance(loaded, dict) and isinstance(loaded.get("batch_dict"), dict):
         return loaded
+    if isinstance(loaded, dict) and "action_log_probs" in loaded:  # the batch's tensors alone
+        return {"batch_dict": loaded, "metadata": loaded.get("metadata") or {}}
     raise InputError(f"{path}: not a SkyRL training batch (no 'batch_dict' in the pickle)")
 
 
