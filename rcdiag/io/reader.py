@@ -134,7 +134,9 @@ class DumpReader:
 
     @property
     def total_rows(self) -> int:
-        return sum(f.rows for f in self.files)
+        """The rows of the dump, for progress: a native unit not read yet counts its estimate
+        (reading it only to count would read it twice)."""
+        return sum(f.estimated_rows if isinstance(f, NativeFile) else f.rows for f in self.files)
 
     @property
     def left_out(self) -> dict[str, int]:
@@ -155,13 +157,16 @@ class DumpReader:
     def _file_batches(
         self, dump_file: DumpFile | NativeFile, stream_offset: int
     ) -> Iterator[RaggedBatch]:
-        cols = dump_file.columns
-        wanted = [cols.rollout, cols.training]
-        extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
-        wanted += [c for c in extra if c is not None and c not in wanted]
         rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
         first_row = 0
-        iterator = dump_file.record_batches(rows_per_batch, wanted)
+        if isinstance(dump_file, NativeFile):  # its columns are known once it is read
+            iterator = dump_file.record_batches(rows_per_batch)
+        else:
+            cols = dump_file.columns
+            wanted = [cols.rollout, cols.training]
+            extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
+            wanted += [c for c in extra if c is not None and c not in wanted]
+            iterator = dump_file.record_batches(rows_per_batch, wanted)
         while True:
             try:
                 record_batch = next(iterator)

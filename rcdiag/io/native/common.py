@@ -120,11 +120,12 @@ class NativeFile:
         format: the format's name (``slime`` …).
         step: the training step, from the file name.
         chunks: ``chunks(rows)`` reads the unit as :class:`Rows` of about ``rows`` rows each (a
-            ``.pt`` file is read whole, a JSONL file line by line).
+            ``.pt`` file is read whole, in one chunk; a JSONL file line by line).
         files: every file the unit reads (never written over by an output).
-        shape: the unit's :data:`Shape` when it is known without reading it; otherwise
-            :attr:`rows` (asked before reading, for progress and for the Ray engine) reads the unit
-            once and keeps only its counts.
+        shape: the unit's :data:`Shape` when it is known without reading the rows (else it is
+            known once the unit is read: a unit read in one chunk is then read once).
+        estimate: a cheap count of the unit's rows before it is read, for progress only
+            (:attr:`estimated_rows`); :attr:`rows` is exact, and reads the unit when asked first.
     """
 
     def __init__(
@@ -135,6 +136,7 @@ class NativeFile:
         chunks: Callable[[int], Iterator[Rows]],
         files: Sequence[Path] = (),
         shape: Callable[[], Shape] | None = None,
+        estimate: Callable[[], int] | None = None,
     ) -> None:
         self.path = path
         self.format = format
@@ -142,6 +144,7 @@ class NativeFile:
         self.files = tuple(files) or (path,)
         self._chunks = chunks
         self._shape_of = shape
+        self._estimate = estimate
         self._shape: Shape | None = None
         self.left_out: dict[str, int] = {}
 
@@ -152,27 +155,41 @@ class NativeFile:
                 self.left_out[reason] = self.left_out.get(reason, 0) + count
             yield rows
 
+    @staticmethod
+    def _shape_of_rows(rows: Rows) -> Shape:
+        count = len(rows)
+        tokens = sum(len(r) for r in rows.rollout)
+        return (
+            count,
+            rows.uid is not None and count > 0,
+            rows.lag is not None and count > 0,
+            (tokens / max(1, count)),
+        )
+
     def _known(self) -> Shape:
         if self._shape is None:
             if self._shape_of is not None:
                 self._shape = self._shape_of()
-            else:
-                count = tokens = 0
-                uid = lag = True
+            else:  # a unit read in one chunk: read it once for its counts
                 for rows in self._read(1 << 30):
-                    count += len(rows)
-                    tokens += sum(len(r) for r in rows.rollout)
-                    uid &= rows.uid is not None
-                    lag &= rows.lag is not None
-                self._shape = (count, uid and count > 0, lag and count > 0, tokens / max(1, count))
+                    self._shape = self._shape_of_rows(rows)
+                if self._shape is None:
+                    self._shape = (0, False, False, 0.0)
         return self._shape
 
     @property
     def rows(self) -> int:
         return self._known()[0]
 
+    @property
+    def estimated_rows(self) -> int:
+        """The rows, or before the unit is read a cheap estimate of them (progress only)."""
+        if self._shape is None and self._estimate is not None:
+            return self._estimate()
+        return self.rows
+
     def mean_row_length(self) -> float:
-        return self._known()[3]
+        return 512.0 if self._shape is None and self._shape_of is None else self._known()[3]
 
     @property
     def columns(self) -> FileColumns:
@@ -190,10 +207,17 @@ class NativeFile:
     def record_batches(
         self, batch_size: int, columns: Sequence[str] | None = None
     ) -> Iterator[pa.RecordBatch]:
-        """The unit's rows as record batches of at most ``batch_size`` rows."""
-        _, has_uid, has_lag, _ = self._known()
+        """The unit's rows as record batches of at most ``batch_size`` rows (``columns``: only
+        these). :attr:`columns` is known once the first batch is yielded."""
+        expected = self._shape
+        if expected is None and self._shape_of is not None:
+            expected = self._known()
         read = 0
         for rows in self._read(batch_size):
+            if expected is None:  # a unit read in one chunk, not counted before: known now
+                self._shape = self._shape_of_rows(rows)
+            assert self._shape is not None
+            _, has_uid, has_lag, _ = self._shape
             if (rows.uid is not None, rows.lag is not None) != (has_uid, has_lag) and len(rows):
                 raise InputError(
                     f"{self.path}: some rows have a prompt group or a policy lag and others "
@@ -209,7 +233,9 @@ class NativeFile:
                 batch = batch.select([c for c in columns if c in batch.schema.names])
             for start in range(0, batch.num_rows, max(1, batch_size)):
                 yield batch.slice(start, batch_size)
-        if read != self.rows:
+        if self._shape is None:
+            self._shape = (0, False, False, 0.0)
+        if read != self._shape[0]:
             raise InputError(f"{self.path}: the file changed while it was read")
 
 
@@ -244,14 +270,15 @@ def _numpy_globals() -> list[Any]:
     return names
 
 
-def load_pt(path: Path, trust_pickle: bool = False) -> Any:
+def load_pt(path: Path, trust_pickle: bool = False, mmap: bool = False) -> Any:
     """A ``.pt`` file loaded on the CPU with ``torch.load(weights_only=True)``: tensors, plain
     containers and scalars only, no code run. ``trust_pickle`` allows the full unpickler for a file
-    that holds other objects (it can run code: only for files you trust)."""
+    that holds other objects (it can run code: only for files you trust). ``mmap``: tensors are
+    mapped, not read (to count samples without reading their values)."""
     torch = import_torch(path)
     try:
         with torch.serialization.safe_globals(_numpy_globals()):
-            return torch.load(path, weights_only=True, map_location="cpu")
+            return torch.load(path, weights_only=True, map_location="cpu", mmap=mmap)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except Exception as exc:

@@ -150,7 +150,11 @@ def _slime_unit(path: Path, trust_pickle: bool) -> tuple[tuple[str, ...], Native
         yield slime.read_step(train, rollout_file, trust_pickle)
 
     key = ("slime", str(root.resolve()), str(step)) if in_layout else ("slime", str(path.resolve()))
-    return key, NativeFile(train[0], label, step, chunks, files)
+
+    def estimate() -> int:
+        return slime.count_training_samples(train, trust_pickle)
+
+    return key, NativeFile(train[0], label, step, chunks, files, estimate=estimate)
 
 
 def _train_files(directory: Path, step: int) -> list[Path]:

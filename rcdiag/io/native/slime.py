@@ -193,3 +193,26 @@ def read_step(
         samples = read_rank_files(train_files, trust_pickle, {train_files[0]: first})
     rollout = None if rollout_file is None else read_rollout_file(rollout_file, trust_pickle)
     return join(samples, rollout, rollout_file)
+
+
+def count_training_samples(train_files: Sequence[Path], trust_pickle: bool = False) -> int:
+    """The samples of a step's training files, their tensors mapped and not read: the step's rows
+    before aborted and failed samples are left out (for progress)."""
+    keys: set[Any] = set()
+    for path in train_files:
+        try:
+            pack = load_pt(path, trust_pickle, mmap=True)
+        except InputError:
+            pack = load_pt(path, trust_pickle)  # a file torch saved without its zip layout
+        if is_v2(pack):
+            return len(pack["samples"])
+        data = pack.get("rollout_data") if isinstance(pack, dict) else None
+        if not isinstance(data, dict):
+            return 0
+        names = data.get("partition")
+        if names is None:
+            names = data.get("sample_indices")
+        if names is None:
+            names = range(len(data.get("response_lengths") or ()))
+        keys.update(int(k) for k in names if k is not None)
+    return len(keys)
