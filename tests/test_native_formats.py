@@ -534,3 +534,32 @@ def test_skyrl_batch_pickled_as_a_plain_dictionary(tmp_path: Path) -> None:
         comparable(rcdiag.analyze(new, trust_pickle=True)),
         comparable(rcdiag.analyze(target, trust_pickle=True)),
     )
+
+
+def test_a_pass_reads_each_step_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rcdiag.io.native import slime
+
+    native = slime_v2(tmp_path, steps_of(107))
+    calls: list[Path] = []
+    original = slime.read_rollout_file
+
+    def counted(path: Path, trust_pickle: bool = False) -> Any:
+        calls.append(path)
+        return original(path, trust_pickle)
+
+    monkeypatch.setattr(slime, "read_rollout_file", counted)
+    progress: list[tuple[int, int]] = []
+    rcdiag.analyze(native, progress=lambda read, total: progress.append((read, total)))
+    assert sorted(p.name for p in calls) == ["3.pt", "4.pt"]
+    assert progress[-1] == (22, 22)
+
+
+def test_a_file_named_by_a_custom_template(tmp_path: Path) -> None:
+    steps = {8: nd.random_samples(109, 6)}
+    nd.write_slime_v2(tmp_path, 8, steps[8])
+    custom = tmp_path / "debug_train_8.pt"
+    (tmp_path / "train_data" / "8.pt").rename(custom)
+    result = rcdiag.analyze(custom, format="slime")
+    close(
+        comparable(rcdiag.analyze(write_parquet(tmp_path / "parquet", steps))), comparable(result)
+    )

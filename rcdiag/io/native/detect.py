@@ -34,6 +34,7 @@ _NAMES = {"parquet": "parquet", "slime": "slime/Miles", "nemo_rl": "NeMo-RL", "s
 
 _V2_FILE = re.compile(r"(\d+)\.pt")
 _EVAL_FILE = re.compile(r"eval_\d+\.pt")
+_ANY_STEP = re.compile(r"(\d+)(?:_\d+)?\.pt$")
 
 
 @dataclass(frozen=True)
@@ -118,14 +119,16 @@ def _explicit_kind(path: Path, wanted: str | None) -> str:
 
 def _slime_unit(path: Path, trust_pickle: bool) -> tuple[tuple[str, ...], NativeFile] | None:
     """The step of a slime/Miles dump a file belongs to, as one unit."""
+    in_layout = path.parent.name in ("train_data", "rollout_data")
     match = _V2_FILE.fullmatch(path.name) or RANK_FILE.fullmatch(path.name)
+    if match is None and not in_layout:  # a file named by --save-debug-train-data's template
+        match = _ANY_STEP.search(path.name)
     if match is None:
         raise InputError(
             f"{path}: a slime/Miles file is named {{rollout_id}}.pt or {{rollout_id}}_{{rank}}.pt;"
             " this name does not give the step"
         )
     step = int(match[1])
-    in_layout = path.parent.name in ("train_data", "rollout_data")
     root = path.parent.parent if in_layout else path.parent
     if path.parent.name == "rollout_data":
         train = _train_files(root / "train_data", step)
