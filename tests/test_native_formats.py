@@ -563,3 +563,15 @@ def test_a_file_named_by_a_custom_template(tmp_path: Path) -> None:
     close(
         comparable(rcdiag.analyze(write_parquet(tmp_path / "parquet", steps))), comparable(result)
     )
+
+
+def test_no_output_over_a_file_the_step_reads(tmp_path: Path) -> None:
+    """A step named by one of its files still reads its rollout file: no output may replace it."""
+    native = slime_v2(tmp_path, steps_of(113))
+    rollout = native / "rollout_data" / "3.pt"
+    before = rollout.read_bytes()
+    result = runner.invoke(
+        app, ["analyze", str(native / "train_data" / "3.pt"), "--json", str(rollout), "-q"]
+    )
+    assert result.exit_code == 2 and "refusing to overwrite" in result.stderr
+    assert rollout.read_bytes() == before

@@ -135,7 +135,10 @@ def discover(
                 )
             found.extend(inside)
         elif path.is_file():
+            from rcdiag.io.native.detect import companions
+
             found.append(path)
+            found.extend(companions(path))  # the rest of a slime step named by one of its files
         elif file_kind(path) is not None:
             raise InputError(f"{path}: is {file_kind(path)}, not a parquet file")
         elif glob.has_magic(str(raw)):

@@ -92,6 +92,20 @@ def dump_files(directory: Path) -> list[Path]:
     )
 
 
+def companions(path: Path) -> list[Path]:
+    """The other files of the step a slime/Miles file belongs to (its rank files and rollout file),
+    which a run reads with it: never an output's path."""
+    if kind_of(path) != "slime":
+        return []
+    match = _V2_FILE.fullmatch(path.name) or RANK_FILE.fullmatch(path.name)
+    if match is None:
+        return []
+    root, step = path.parent.parent, int(match[1])
+    rollout = root / "rollout_data" / f"{step}.pt"
+    found = [*_train_files(root / "train_data", step), *([rollout] if rollout.is_file() else [])]
+    return [p for p in found if p != path]
+
+
 def _explicit_kind(path: Path, wanted: str | None) -> str:
     """The family of a file named by the user (or matched by a glob)."""
     kind = kind_of(path)
