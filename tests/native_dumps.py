@@ -288,6 +288,9 @@ def write_miles_extras(root: Path, step: int, samples: list[Sample]) -> None:
         ),
         mirror,
     )
+    cache = root / "dashboard" / "cache" / f"rollout_{step}.parquet"  # the dashboard's summaries
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"sample_index": list(range(len(samples)))}), cache)
     debug = root / "policy_loss_debug" / "rank_0_call_0.pt"
     debug.parent.mkdir(parents=True, exist_ok=True)
     torch.save(

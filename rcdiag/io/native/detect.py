@@ -5,8 +5,9 @@ A path is read as the format its names say: ``*.parquet`` (rcdiag's dump), ``tra
 ``train_data/{id}_{rank}.pt`` and ``rollout_data/{id}.pt`` (slime's and Miles' ``--dump-details``),
 ``train_data_step{N}.jsonl`` (NeMo-RL), ``global_step_{N}_training_input.pkl`` (SkyRL). A directory
 is searched recursively for those names; one that holds two formats is ambiguous and needs
-``--format``. Other files in a directory (logs, checkpoints, Miles' ``policy_loss_debug`` and
-``dashboard_columns``, slime's evaluation rollouts ``eval_{id}.pt``) are not part of the dump.
+``--format``. Other files in a directory (logs, checkpoints, Miles' ``policy_loss_debug``,
+``dashboard_columns`` and ``dashboard/cache``, slime's evaluation rollouts ``eval_{id}.pt``) are
+not part of the dump.
 """
 
 from __future__ import annotations
@@ -68,7 +69,12 @@ def kind_of(path: Path) -> str | None:
     """
     name, parent = path.name, path.parent.name
     if path.suffix.lower() in PARQUET_SUFFIXES:
-        return None if parent == "dashboard_columns" else "parquet"
+        # Miles' rollout-only mirror, and its dashboard's summary cache (dashboard/cache/)
+        miles_own = parent == "dashboard_columns" or path.parent.parts[-2:] == (
+            "dashboard",
+            "cache",
+        )
+        return None if miles_own else "parquet"
     if re.fullmatch(nemo_rl.FILE_PATTERN, name):
         return "nemo_rl"
     if re.fullmatch(skyrl.FILE_PATTERN, name):
