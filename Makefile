@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 is the CPU build; asking for it first keeps pip from pulling a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint browser bench clean install-size
+.PHONY: install demo test lint browser bench clean install-size verl-hook-test
 
 # Test dependencies only: other frameworks' packages whose own config classes and argument parsers
 # check the configurations rcdiag writes in their keys (tests/test_framework_configs.py loads one
@@ -87,3 +87,12 @@ install-size:
 	echo "analyze, compare-presets, report and check ran; largest packages (MB):" && \
 	(cd "$$tmp"/venv/lib/python*/site-packages && du -sm * | sort -rn | head -8) && \
 	test $$((total - empty)) -lt $(INSTALL_LIMIT_MB)
+
+# The verl hook's tests against verl's own classes (tests/test_verl_hook.py; skipped without verl).
+# verl's wheel and the few packages `import verl` needs on a CPU go to .verl-site, outside .venv.
+VERL_SITE := .verl-site
+verl-hook-test: install
+	$(BIN)/python -m pip install --quiet --no-deps --target $(VERL_SITE) "verl==0.9.1" \
+		"tensordict==0.10.0" pyvers cloudpickle omegaconf codetiming orjson
+	$(BIN)/python -m pip install --quiet --target $(VERL_SITE)/deps "transformers>=5.5.3,<5.11,!=5.6.0"
+	PYTHONPATH=$(VERL_SITE):$(VERL_SITE)/deps $(BIN)/pytest -q -p no:cacheprovider tests/test_verl_hook.py

@@ -64,6 +64,8 @@ from rcdiag.run.plans import frameworks_of
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from rcdiag.run.convert import Converted
+
 
 __all__ = [
     "PathLike",
@@ -73,6 +75,7 @@ __all__ = [
     "baseline",
     "check",
     "compare_presets",
+    "convert",
     "dump_spec",
     "recommend",
     "report",
@@ -410,6 +413,47 @@ def baseline(
     return make_baseline(
         analysis_result(done), replicated, seed=seed, created=datetime.now(timezone.utc)
     )
+
+
+def convert(
+    paths: Paths,
+    output: PathLike,
+    *,
+    compression: str = "zstd",
+    progress: Progress | None = None,
+    **dump: Unpack[DumpArguments],
+) -> Converted:
+    """Write a dump rcdiag reads (slime, Miles, NeMo-RL, SkyRL or parquet) as one rcdiag parquet
+    dump, atomically (``rcdiag convert``; docs/formats.md, "Converting").
+
+    Args:
+        paths: the dump (as :func:`analyze`).
+        output: the parquet file to write; never one of the inputs.
+        compression: parquet codec (``zstd``, ``snappy``, ``gzip``, ``none``).
+        progress: called as ``progress(rows_read, total_rows)`` after each batch.
+        **dump: where the dump is and how to read it (as :func:`analyze`; ``engine`` must be
+            ``"local"``): ``step``, ``steps``, ``rollout_col``, ``training_col``, ``mask_col``,
+            ``step_col``, ``drop_nonfinite``, ``storage_options``, ``format``, ``trust_pickle``.
+
+    Returns:
+        What was written: ``rows``, ``tokens``, ``steps``, ``files``, ``left_out``.
+
+    Raises:
+        InputError: unreadable input (nothing is written). UsageError: a bad argument.
+    """
+    from rcdiag.io.paths import PARQUET_SUFFIXES, check_outputs
+    from rcdiag.io.remote import is_remote
+    from rcdiag.run.convert import convert_dump
+
+    spec = spec_of(paths, dump, "convert")
+    if spec.engine != "local":
+        raise UsageError("convert reads the dump in this process: leave out engine")
+    target = Path(os.fspath(output))
+    if target.suffix.lower() not in PARQUET_SUFFIXES:
+        raise UsageError(f"output {target}: give a .parquet file name")
+    inputs = [Path(p) for p in spec.paths if not is_remote(p)]
+    target = check_outputs({"output": os.fspath(target)}, {"a file of the dump": inputs})["output"]
+    return convert_dump(spec, target, compression, progress)
 
 
 def write_report(

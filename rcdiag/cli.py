@@ -14,6 +14,7 @@ from rcdiag.commands import (
     baseline,
     check,
     compare_presets,
+    convert,
     presets,
     recommend,
     report,
@@ -65,6 +66,7 @@ for _name, _command in (
     ("check", check.check),
     ("baseline", baseline.baseline),
     ("synth", synth.synth),
+    ("convert", convert.convert),
 ):
     app.command(name=_name, cls=Command, help=help_of(_command))(_command)
 

@@ -7,6 +7,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,31 @@ def test_an_address_where_nothing_listens_is_refused_at_once() -> None:
     with pytest.raises(UsageError, match=r"--ray-address 127\.0\.0\.1:1: no Ray cluster answers"):
         _check_reachable("127.0.0.1:1")
     _check_reachable("auto")  # left to Ray
+
+
+@pytest.mark.parametrize("kind", ["miles", "skyrl", "nemo_rl"])
+def test_other_trainers_dumps_give_the_local_results(
+    cluster: Path, tmp_path: Path, kind: str
+) -> None:
+    """A native dump's units re-opened by the Ray tasks from their paths: the same rows at the
+    same places (bootstrap and profile included), the same samples left out."""
+    from rcdiag.io.native.detect import InputFormat
+    from tests import native_dumps as nd
+
+    root = tmp_path / kind
+    for step in (2, 3, 5):
+        samples = nd.random_samples(step, 13)
+        samples[4].status = "aborted"
+        if kind == "miles":
+            nd.write_slime_rollout(root, step, samples)
+            nd.write_per_rank(root, step, samples, cp_size=2, tp_size=2)
+        elif kind == "skyrl":
+            nd.write_skyrl(root, step, samples, pad_size=step % 3)
+        else:
+            nd.write_nemo_rl(root, step, samples)
+    spec = DumpSpec([str(root)], input_format=InputFormat(trust_pickle=True))
+    request = full_request()
+    local = snapshot(spec, request)
+    assert_same(local, snapshot(replace(spec, engine="ray"), request))
+    done = run(replace(spec, engine="ray"), Request())
+    assert done.reader.left_out == run(spec, Request()).reader.left_out

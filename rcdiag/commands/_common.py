@@ -219,7 +219,7 @@ PathsArgument = Annotated[
     list[str],
     typer.Argument(
         help="Parquet files, globs or directories (read recursively), local or URLs (s3://, "
-        "gs://, hf://, https://)."
+        "gs://, hf://, https://); or slime, Miles, NeMo-RL, SkyRL dumps (docs/formats.md)."
     ),
 ]
 DialectOption = Annotated[

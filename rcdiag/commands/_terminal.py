@@ -134,6 +134,9 @@ def warn_about_input(source: SourceInfo, quiet: bool) -> None:
             f"[yellow]Note:[/] masked {source.dropped_nonfinite} non-finite "
             "log-probs at valid positions (--drop-nonfinite)."
         )
+    if source.left_out:
+        counts = ", ".join(f"{count:,} {reason}" for reason, count in source.left_out)
+        stderr.print(f"[yellow]Note:[/] samples not read: {counts} (docs/formats.md).")
     if source.positive_log_probs:
         stderr.print(
             f"[yellow]Warning:[/] {source.positive_log_probs:,} valid log-probs are > 0 "

@@ -10,7 +10,7 @@ import difflib
 import glob
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.paths import PARQUET_SUFFIXES, file_kind
+from rcdiag.io.native.names import companions, dump_files
+from rcdiag.io.paths import file_kind
 from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
@@ -123,18 +124,16 @@ def discover(
         raw = local_path(given)
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in PARQUET_SUFFIXES
-                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-            )
+            inside = dump_files(path)  # parquet files, and the files of other trainers' dumps
             if not inside:
-                raise InputError(f"{path}: directory holds no parquet file (*.parquet, *.pq)")
+                raise InputError(
+                    f"{path}: directory holds no parquet file (*.parquet, *.pq) and no other "
+                    "trainer's dump rcdiag reads (docs/formats.md)"
+                )
             found.extend(inside)
         elif path.is_file():
             found.append(path)
+            found.extend(companions(path))  # the rest of a slime step named by one of its files
         elif file_kind(path) is not None:
             raise InputError(f"{path}: is {file_kind(path)}, not a parquet file")
         elif glob.has_magic(str(raw)):
@@ -218,6 +217,12 @@ class DumpFile:
     @property
     def rows(self) -> int:
         return int(self.handle.metadata.num_rows)
+
+    def record_batches(
+        self, batch_size: int, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The file's rows, ``batch_size`` at a time (only ``columns``)."""
+        return self.handle.iter_batches(batch_size=batch_size, columns=columns)
 
     def mean_row_length(self) -> float:
         meta = self.handle.metadata

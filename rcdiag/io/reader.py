@@ -30,9 +30,10 @@ from rcdiag.io.files import (
     FileColumns,
     StepSelection,
     discover,
-    open_file,
     row_of,
 )
+from rcdiag.io.native.common import NativeFile
+from rcdiag.io.native.detect import InputFormat, open_dump
 from rcdiag.io.remote import RemotePath
 from rcdiag.metrics.ragged import RaggedBatch
 
@@ -95,6 +96,8 @@ class DumpReader:
             position in the whole dump.
         storage_options: keyword arguments of the file system of remote paths
             (:mod:`rcdiag.io.remote`).
+        input_format: the format of the files (None: told from the paths) and whether pickles
+            may be read (:mod:`rcdiag.io.native`).
     """
 
     def __init__(
@@ -108,12 +111,20 @@ class DumpReader:
         row_details: bool = False,
         stream_offset: int = 0,
         storage_options: Mapping[str, Any] | None = None,
+        input_format: InputFormat | None = None,
     ) -> None:
         self.names = columns or ColumnNames()
-        self.files = [open_file(p, self.names) for p in discover(paths, storage_options)]
+        self.selection = selection or StepSelection()
+        files = open_dump(discover(paths, storage_options), self.names, input_format)
+        # a native file's step is in its name: steps not selected are not read at all
+        self.files = [
+            f
+            for f in files
+            if not isinstance(f, NativeFile)
+            or self.selection.contains(np.array([f.step], dtype=np.int64))[0]
+        ]
         self.stream_offset = stream_offset
         self.drop_nonfinite = drop_nonfinite
-        self.selection = selection or StepSelection()
         self.batch_tokens = batch_tokens
         self.row_details = row_details
         self.dropped_nonfinite = 0
@@ -123,7 +134,18 @@ class DumpReader:
 
     @property
     def total_rows(self) -> int:
-        return sum(f.rows for f in self.files)
+        """The rows of the dump, for progress: a native unit not read yet counts its estimate
+        (reading it only to count would read it twice)."""
+        return sum(f.estimated_rows if isinstance(f, NativeFile) else f.rows for f in self.files)
+
+    @property
+    def left_out(self) -> dict[str, int]:
+        """Samples of native dumps not read, by reason (``aborted``, ``failed``, ``padding``)."""
+        counts: dict[str, int] = {}
+        for f in self.files:
+            for reason, count in getattr(f, "left_out", {}).items():
+                counts[reason] = counts.get(reason, 0) + count
+        return counts
 
     def batches(self) -> Iterator[RaggedBatch]:
         """Every batch of every file, in file order, after validation and step selection."""
@@ -132,14 +154,19 @@ class DumpReader:
             yield from self._file_batches(dump_file, offset)
             offset += dump_file.rows
 
-    def _file_batches(self, dump_file: DumpFile, stream_offset: int) -> Iterator[RaggedBatch]:
-        cols = dump_file.columns
-        wanted = [cols.rollout, cols.training]
-        extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
-        wanted += [c for c in extra if c is not None and c not in wanted]
+    def _file_batches(
+        self, dump_file: DumpFile | NativeFile, stream_offset: int
+    ) -> Iterator[RaggedBatch]:
         rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
         first_row = 0
-        iterator = dump_file.handle.iter_batches(batch_size=rows_per_batch, columns=wanted)
+        if isinstance(dump_file, NativeFile):  # its columns are known once it is read
+            iterator = dump_file.record_batches(rows_per_batch)
+        else:
+            cols = dump_file.columns
+            wanted = [cols.rollout, cols.training]
+            extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
+            wanted += [c for c in extra if c is not None and c not in wanted]
+            iterator = dump_file.record_batches(rows_per_batch, wanted)
         while True:
             try:
                 record_batch = next(iterator)
@@ -147,8 +174,9 @@ class DumpReader:
                 return
             except (pa.ArrowException, OSError) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                kind = "parquet" if isinstance(dump_file, DumpFile) else dump_file.format
                 raise InputError(
-                    f"{dump_file.path}: corrupt parquet data after row {first_row} ({reason})"
+                    f"{dump_file.path}: corrupt {kind} data after row {first_row} ({reason})"
                 ) from exc
             except Exception as exc:  # a remote store's own errors (network, credentials)
                 if not isinstance(dump_file.path, RemotePath):
@@ -164,7 +192,11 @@ class DumpReader:
                 yield batch
 
     def _convert(
-        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int, stream_offset: int
+        self,
+        record_batch: pa.RecordBatch,
+        dump_file: DumpFile | NativeFile,
+        first_row: int,
+        stream_offset: int,
     ) -> RaggedBatch | None:
         cols, path = dump_file.columns, dump_file.path
         steps = self._steps(record_batch, dump_file, first_row)
@@ -276,7 +308,7 @@ class DumpReader:
         )
 
     def _steps(
-        self, record_batch: pa.RecordBatch, dump_file: DumpFile, first_row: int
+        self, record_batch: pa.RecordBatch, dump_file: DumpFile | NativeFile, first_row: int
     ) -> np.ndarray:
         cols = dump_file.columns
         rows = record_batch.num_rows

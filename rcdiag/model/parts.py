@@ -71,6 +71,8 @@ class SourceInfo(JsonRecord):
         dropped_nonfinite: non-finite log-probs masked by ``--drop-nonfinite``.
         positive_log_probs: valid log-probs above 0 (a log-probability cannot be positive).
         first_positive_log_prob: where the first of those is (file, row, step, column), or None.
+        left_out: samples of another trainer's dump not read, by reason (``aborted``, ``failed``,
+            ``padding``; docs/formats.md), in the JSON only when there are some.
     """
 
     paths: tuple[str, ...]
@@ -82,8 +84,10 @@ class SourceInfo(JsonRecord):
     dropped_nonfinite: int
     positive_log_probs: int
     first_positive_log_prob: str | None
+    left_out: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        left_out = {"left_out": dict(self.left_out)} if self.left_out else {}
         return {
             "paths": list(self.paths),
             "rows": self.rows,
@@ -94,7 +98,7 @@ class SourceInfo(JsonRecord):
             "dropped_nonfinite": self.dropped_nonfinite,
             "positive_log_probs": self.positive_log_probs,
             "first_positive_log_prob": self.first_positive_log_prob,
-        }
+        } | left_out
 
     @classmethod
     def read(cls, field: Field) -> SourceInfo:
@@ -108,6 +112,9 @@ class SourceInfo(JsonRecord):
             dropped_nonfinite=field["dropped_nonfinite"].count(),
             positive_log_probs=field["positive_log_probs"].count(),
             first_positive_log_prob=field["first_positive_log_prob"].optional_string(),
+            left_out=tuple((k, v.count()) for k, v in left.entries())
+            if (left := field.get("left_out")) is not None
+            else (),
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.files import ColumnNames, StepSelection
+from rcdiag.io.native.detect import InputFormat
 from rcdiag.io.reader import DumpReader
 
 PathLike = str | os.PathLike[str]
@@ -39,6 +40,8 @@ class DumpSpec:
     ray_address: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
+    input_format: InputFormat = field(default_factory=InputFormat)
+    """The files' format (``--format``) and whether pickles may be read (``--trust-pickle``)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -60,6 +63,7 @@ class DumpSpec:
             row_details=row_details,
             stream_offset=stream_offset,
             storage_options=self.storage_options,
+            input_format=self.input_format,
         )
 
 
@@ -129,6 +133,20 @@ DUMP_OPTIONS: tuple[DumpOption, ...] = (
         "KEY=VALUE",
         repeatable=True,
     ),
+    DumpOption(
+        "format",
+        "--format",
+        "The dump's format when its paths do not tell: parquet, slime, miles, nemo_rl or skyrl "
+        "(docs/formats.md).",
+        "FORMAT",
+    ),
+    DumpOption(
+        "trust_pickle",
+        "--trust-pickle",
+        "Read pickle files (SkyRL's dumped batches), which can run code: only files you trust.",
+        kind=bool,
+        default=False,
+    ),
 )
 """The dump options, in the order the help lists them: the one table from which the commands'
 flags are made (:func:`rcdiag.commands._common.reads_dump`); :class:`DumpArguments` types the same
@@ -157,6 +175,9 @@ class DumpArguments(TypedDict, total=False):
             cluster with the same results, ``--engine``; docs/scale.md).
         ray_address: the Ray cluster for ``engine="ray"`` (None: ``RAY_ADDRESS``, else a local
             Ray started for the call; ``--ray-address``).
+        format: the dump's format, when its paths do not tell (``--format``: parquet, slime,
+            miles, nemo_rl, skyrl; docs/formats.md).
+        trust_pickle: read pickle files, which can run code (SkyRL's dumps; ``--trust-pickle``).
     """
 
     step: int | Sequence[int] | None
@@ -169,6 +190,8 @@ class DumpArguments(TypedDict, total=False):
     engine: str
     ray_address: str | None
     storage_options: Mapping[str, Any] | None
+    format: str | None
+    trust_pickle: bool
 
 
 def as_paths(paths: Paths | None) -> list[str | Path]:
@@ -202,6 +225,8 @@ def dump_spec(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    format: str | None = None,
+    trust_pickle: bool = False,
 ) -> DumpSpec:
     """Where a dump is and how to read it (the arguments of every function here).
 
@@ -228,6 +253,7 @@ def dump_spec(
         storage_options=dict(storage_options or {}),
         engine=engine,
         ray_address=ray_address,
+        input_format=InputFormat(format, trust_pickle),
     )
 
 

@@ -80,6 +80,7 @@ def source_info(dump: DumpSpec, reader: DumpReader, stats: GroupedStats) -> Sour
         dropped_nonfinite=reader.dropped_nonfinite,
         positive_log_probs=reader.positive_log_probs,
         first_positive_log_prob=reader.first_positive,
+        left_out=tuple(sorted(reader.left_out.items())),
     )
 
 

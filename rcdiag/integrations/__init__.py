@@ -1,0 +1,1 @@
+"""Hooks that make other frameworks write rcdiag's dump without a change to their users' code."""
