@@ -14,7 +14,12 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
 * ``swapped`` — the two columns exchanged; ``identical`` — the rollout column written twice;
 * ``logits`` — the training column holds the raw logit of x_t instead of its log-prob;
 * ``stale`` — rows carry a ``policy_lag`` k ∈ {0, …, 3}; the trainer's logits moved by k·DRIFT·η
-  since the engine's weights were synced (η standard normal).
+  since the engine's weights were synced (η standard normal);
+* ``padding`` — each response ends early (a length drawn in [length/2, length]); after it the
+  engine's column holds 0.0 and the trainer's the log-prob of a pad token, and the mask counts
+  those positions;
+* ``context`` — the trainer scored the response after another context: its logits at position t
+  differ by CONTEXT·e^{−t/3}·η, large on the first tokens and fading.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ LOGIT_SCALE = 2.5
 TOP_P = 0.9
 TEMPERATURE = 0.7
 DRIFT = 0.4
+CONTEXT = 4.0
+PAD_TOKEN = 0
 CAUSES: dict[str, str | None] = {
     "clean": None,
     "processed": "processed_logprobs",
@@ -39,6 +46,8 @@ CAUSES: dict[str, str | None] = {
     "identical": "identical_columns",
     "logits": "logits_not_logprobs",
     "stale": "stale_policy",
+    "padding": "padding_in_mask",
+    "context": "context_mismatch",
 }
 """Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
 VARIANTS = tuple(CAUSES)
@@ -79,6 +88,9 @@ def planted_step(
         lags = rng.integers(0, 4, rows)
         moved = DRIFT * rng.standard_normal((rows, length, VOCAB))
         trainer_z = z + lags[:, None, None] * moved
+    if variant == "context":
+        fade = CONTEXT * np.exp(-np.arange(length) / 3.0)[None, :, None]
+        trainer_z = z + fade * rng.standard_normal(z.shape)
     engine_z = z + noise * rng.standard_normal(z.shape)
     log_q = _log_softmax(engine_z / (TEMPERATURE if variant == "temperature" else 1.0))
     if variant == "processed":
@@ -94,6 +106,11 @@ def planted_step(
         old = rollout.copy()
     elif variant == "logits":
         old = np.take_along_axis(trainer_z, tokens, axis=-1)[..., 0]
+    elif variant == "padding":
+        ends = rng.integers(length // 2, length + 1, rows)
+        after = np.arange(length)[None, :] >= ends[:, None]
+        rollout = np.where(after, 0.0, rollout)
+        old = np.where(after, _log_softmax(trainer_z)[..., PAD_TOKEN], old)
     return {"rollout": rollout, "old": old, "lags": lags}
 
 

@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 from rcdiag.metrics.grouped import GroupedStats, Kind
+from rcdiag.metrics.positions import POSITION_STATISTICS, position_statistics
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 PREFIX_POSITIONS = 64
@@ -45,8 +46,10 @@ EVIDENCE_STATISTICS: dict[str, Kind] = {
     "fit_xx": "sum",
     "fit_xy": "sum",
     "fit_yy": "sum",
+    **POSITION_STATISTICS,
 }
-"""The per-row sums of the prefix sample and how they combine."""
+"""The per-row sums of the prefix sample (and :mod:`rcdiag.metrics.positions`) and how they
+combine."""
 
 
 def prefix_sample(offsets: I64, limit: int = PREFIX_POSITIONS) -> tuple[I64, np.ndarray]:
@@ -73,7 +76,7 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
     abstain (:func:`fit_slope`, :func:`mean_gap`).
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        return _evidence_statistics(batch)
+        return {**_evidence_statistics(batch), **position_statistics(batch)}
 
 
 def _evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:

@@ -85,6 +85,14 @@ DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
         DUMP_BUGS_DOCS,
     ),
     CauseRecord(
+        "padding_in_mask",
+        "dump_bug",
+        "Padding is counted in the response mask",
+        dump_bugs.padding_in_mask,
+        ("pad_row_share", "min_pad_tokens"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
         "identical_columns",
         "dump_bug",
         "The two log-prob columns are identical",
@@ -98,6 +106,14 @@ DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
         "The two columns score different tokens",
         dump_bugs.misaligned_tokens,
         ("misaligned_gap_ratio", "min_pairs"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "context_mismatch",
+        "dump_bug",
+        "The two sides scored different contexts",
+        dump_bugs.context_mismatch,
+        ("context_ratio", "context_gap", "min_context_tokens"),
         DUMP_BUGS_DOCS,
     ),
     CauseRecord(

@@ -177,3 +177,66 @@ def temperature_mismatch(o: Observations) -> Detection | None:
         "same), or dump the engine's log-probs at temperature 1. Correcting with IS would train "
         "toward the wrong distribution.",
     )
+
+
+def padding_in_mask(o: Observations) -> Detection | None:
+    t = o.totals
+    rows, padded, tokens = t["rows"], t["pad_rows"], t["pad_tokens"]
+    if rows == 0 or tokens < DETECTOR_LIMITS["min_pad_tokens"]:
+        return None
+    share = padded / rows
+    if share < DETECTOR_LIMITS["pad_row_share"]:
+        return None
+    gap = t["pad_abs"] / tokens
+    valid = t["valid_tokens"]
+    return Detection(
+        "act",
+        f"{pct(share)} of the responses end in positions where one column repeats one value "
+        f"while the other does not ({fmt(tokens / padded, 3)} positions on average, "
+        f"{pct(tokens / valid)} of the valid tokens; mean |Δ log p| {fmt(gap)} there): positions "
+        "that were never generated are counted in the mask",
+        {"padded_rows": padded, "padded_tokens": tokens, "row_share": share, "mean_gap": gap},
+        "Set response_mask to 0 after each response's last generated token (padding, and what "
+        "follows the end-of-sequence token, must not count), then dump again: every metric of "
+        "this dump includes those positions.",
+    )
+
+
+def _position_means(o: Observations) -> tuple[float, float, float, float] | None:
+    """Mean |ℓ| at positions 0–3, 4–15 and 16 on, and the tokens at 0–3 (None without both)."""
+    t = o.totals
+
+    def pooled(edges: tuple[int, ...]) -> tuple[float, float]:
+        total = sum(t[f"pos_{e}_abs"] for e in edges)
+        count = sum(t[f"pos_{e}_n"] for e in edges)
+        return total, count
+
+    early, early_n = pooled((0, 1, 2))
+    middle, middle_n = pooled((4, 8))
+    late, late_n = pooled((16, 32, 64))
+    if not early_n or not late_n or not middle_n:
+        return None
+    return early / early_n, middle / middle_n, late / late_n, early_n
+
+
+def context_mismatch(o: Observations) -> Detection | None:
+    means = _position_means(o)
+    if means is None:
+        return None
+    early, middle, late, tokens = means
+    if tokens < DETECTOR_LIMITS["min_context_tokens"] or early < DETECTOR_LIMITS["context_gap"]:
+        return None
+    if early < DETECTOR_LIMITS["context_ratio"] * late or not early > middle > late:
+        return None
+    return Detection(
+        "act",
+        f"the two sides disagree most on the first tokens of each response and less and less "
+        f"after: mean |Δ log p| = {fmt(early)} at positions 0–3, {fmt(middle)} at 4–15 and "
+        f"{fmt(late)} from 16 on (×{fmt(early / late, 2)}): the trainer scored the responses "
+        "after a different context than the engine generated them from",
+        {"early": early, "middle": middle, "late": late, "early_tokens": tokens},
+        "Score each response after exactly the prompt the engine saw: the same chat template, "
+        "system prompt and turns (in multi-turn rollouts, the same earlier turns and tool "
+        "outputs), and the same tokenization at the prompt/response boundary. Importance "
+        "sampling would only hide the mismatch.",
+    )

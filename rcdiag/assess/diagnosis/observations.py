@@ -34,6 +34,11 @@ DETECTOR_LIMITS: dict[str, float] = {
     "tail_size": 1.0,
     "drift_rise": 0.5,
     "drift_alpha": 0.01,
+    "pad_row_share": 0.02,
+    "min_pad_tokens": 20,
+    "context_ratio": 10.0,
+    "context_gap": 0.3,
+    "min_context_tokens": 100,
 }
 """Every limit of the detectors (docs/diagnosis.md explains each).
 
@@ -51,6 +56,12 @@ DETECTOR_LIMITS: dict[str, float] = {
 * ``stale_ratio``: k3_kl of lagged rows over that of lag-0 rows; ``min_lag_tokens`` per lag.
 * ``tail_ratio``, ``tail_size``: (p99.9 − p0.1) / (p99 − p1) of ℓ (1.33 for a normal law) and the
   size of the outer quantiles that makes a tail matter.
+* ``pad_row_share``, ``min_pad_tokens``: the share of responses that end in a padded tail
+  (:mod:`rcdiag.metrics.positions`: one column repeating one value over the last positions while
+  the other does not, the two apart by more than 1 there), and the fewest such positions.
+* ``context_ratio``, ``context_gap``, ``min_context_tokens``: mean |Δ log p| over the first four
+  positions of the responses at least this many times that from position 16 on, and at least
+  ``context_gap`` itself, falling from there to position 16, on at least this many tokens.
 * ``drift_rise``, ``drift_alpha``: a rise of k3_kl by more than 50% over the steps, significant
   at level 0.01 in the growth test weighted by each step's standard error
   (:mod:`rcdiag.metrics.growth`).

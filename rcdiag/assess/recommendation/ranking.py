@@ -40,6 +40,7 @@ from rcdiag.assess.recommendation.snippets import (
     short_name,
     verl_yaml,
 )
+from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.formatting import pct, short
 from rcdiag.model.advice import Avoided, Choice, Recommendation, Statement
@@ -73,7 +74,7 @@ def _choice(entry: Entry, dialect: Dialect, reasons: list[str], role: str) -> di
     return {
         "role": role,
         "preset": preset[0] if preset else None,
-        "name": preset[0] if preset else f"custom: {short_name(config, dialect)}",
+        "name": _choice_name(config, preset[0] if preset else None, dialect),
         "title": title,
         "config": config,
         "yaml": verl_yaml(config, f"rcdiag {role}: {title}"),
@@ -83,6 +84,20 @@ def _choice(entry: Entry, dialect: Dialect, reasons: list[str], role: str) -> di
         "expected": expected,
         "reasons": reasons,
     }
+
+
+def _choice_name(config: Mapping[str, Any], preset: str | None, dialect: Dialect) -> str:
+    """The preset's name; a preset re-tuned to other thresholds is named by them too
+    (``decoupled_geo_rs@1.05``), so it is never both recommended and, at its defaults, avoided."""
+    if preset is None:
+        return f"custom: {short_name(config, dialect)}"
+    defaults = PRESETS[dialect][preset].config
+    changed = [
+        str(config[key])
+        for key in sorted(config)
+        if key.endswith("threshold") and config[key] != defaults.get(key)
+    ]
+    return preset if not changed else f"{preset}@{','.join(changed)}"
 
 
 def expected_text(expected: Mapping[str, Any] | None) -> str:
