@@ -44,13 +44,18 @@ def main() -> None:
         for noise in NOISES:
             right = wrong = 0
             for seed in range(args.seeds):
+                steps = 4 if variant == "growing" else 8
                 path = write_planted(
-                    root / f"{variant}-{noise}-{seed}", variant, 1000 + seed, noise=noise
+                    root / f"{variant}-{noise}-{seed}", variant, 1000 + seed, steps, noise=noise
                 )
                 found = diagnosis(path).causes
                 bugs = [c.id for c in found if c.kind == "dump_bug"]
                 want = CAUSES[variant]
-                right += (not bugs) if want is None else want in [c.id for c in found]
+                ids = [c.id for c in found]
+                if variant == "spike":  # right: no dump bug and no growth
+                    right += not bugs and "growing_drift" not in ids
+                else:
+                    right += (not bugs) if want is None else want in ids
                 wrong += any(b != want for b in bugs)
             cells.append(f"{right}/{args.seeds}" + (f" ({wrong} wrong)" if wrong else ""))
         print(f"| {variant} | {' | '.join(cells)} |", flush=True)

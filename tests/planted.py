@@ -19,7 +19,10 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
   engine's column holds 0.0 and the trainer's the log-prob of a pad token, and the mask counts
   those positions;
 * ``context`` — the trainer scored the response after another context: its logits at position t
-  differ by CONTEXT·e^{−t/3}·η, large on the first tokens and fading.
+  differ by CONTEXT·e^{−t/3}·η, large on the first tokens and fading;
+* ``growing`` — the engine's noise grows ×4 from the first step to the last, geometrically;
+* ``jump`` — the engine's noise is ×4 from the middle step on (a step change);
+* ``spike`` — one step (the third) with ×8 the noise, the others alike.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ CAUSES: dict[str, str | None] = {
     "stale": "stale_policy",
     "padding": "padding_in_mask",
     "context": "context_mismatch",
+    "growing": "growing_drift",
+    "jump": "growing_drift",
+    "spike": None,
 }
 """Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
 VARIANTS = tuple(CAUSES)
@@ -77,7 +83,13 @@ def _nucleus(log_q: np.ndarray, top_p: float) -> np.ndarray:
 
 
 def planted_step(
-    variant: str, seed: int, step: int, rows: int = 24, length: int = 40, noise: float = 0.05
+    variant: str,
+    seed: int,
+    step: int,
+    rows: int = 24,
+    length: int = 40,
+    noise: float = 0.05,
+    steps: int = 8,
 ) -> dict[str, np.ndarray]:
     """One step of a planted dump: padded [rows, length] columns (every position valid) and lags."""
     rng = np.random.default_rng((seed, step, VARIANTS.index(variant)))
@@ -91,7 +103,11 @@ def planted_step(
     if variant == "context":
         fade = CONTEXT * np.exp(-np.arange(length) / 3.0)[None, :, None]
         trainer_z = z + fade * rng.standard_normal(z.shape)
-    engine_z = z + noise * rng.standard_normal(z.shape)
+    growth = 4.0 ** (step / max(1, steps - 1))
+    scale = {"growing": growth, "jump": 4.0 if step >= steps // 2 else 1.0}.get(variant, 1.0)
+    if variant == "spike" and step == 2:
+        scale = 8.0
+    engine_z = z + scale * noise * rng.standard_normal(z.shape)
     log_q = _log_softmax(engine_z / (TEMPERATURE if variant == "temperature" else 1.0))
     if variant == "processed":
         log_q = _nucleus(log_q, TOP_P)
@@ -119,7 +135,7 @@ def write_planted(
 ) -> Path:
     """A planted dump as hive step shards under ``out``."""
     for step in range(steps):
-        data = planted_step(variant, seed, step, noise=noise, **shape)
+        data = planted_step(variant, seed, step, noise=noise, steps=steps, **shape)
         write_dump(
             out / f"step={step}" / "part-0.parquet",
             data["rollout"],

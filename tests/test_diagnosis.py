@@ -46,8 +46,10 @@ def test_planted_causes_are_named(tmp_path: Path, variant: str, seed: int) -> No
     else:
         assert expected in ids
         assert dump_bugs(diagnosis) in ([], [expected]), "a dump bug is the only bug named"
-    if expected is not None and expected != "stale_policy":
+    if expected is not None and expected not in ("stale_policy", "growing_drift"):
         assert ids == [expected], "a dump bug explains the dump: no correction advice beside it"
+    if variant == "spike":
+        assert "growing_drift" not in ids, "one spike step is not growth"
 
 
 @pytest.mark.parametrize("noise", [0.002, 0.01, 0.05, 0.1, 0.5])
@@ -180,3 +182,21 @@ def test_the_synthetic_samples_show_their_planted_causes(sample: str, expected: 
     found = {c.id for c in result.diagnosis.causes}
     assert expected <= found if expected else not found, found
     assert not any(c.kind == "dump_bug" for c in result.diagnosis.causes)
+
+
+@pytest.mark.parametrize("steps", [4, 5, 8])
+@pytest.mark.parametrize("seed", [31, 32])
+def test_short_growing_runs_are_growing_not_numerics(tmp_path: Path, steps: int, seed: int) -> None:
+    path = write_planted(tmp_path / "growing", "growing", seed, steps=steps, noise=0.02)
+    causes = {c["id"]: c for c in diagnosis_of(path)["causes"]}
+    assert "growing_drift" in causes and "numeric_mismatch" not in causes
+    growth = causes["growing_drift"]
+    assert growth["evidence"]["shape"] == "ramp" and "steadily" in growth["summary"]
+    assert "policy_lag" in growth["advice"] or "policy lag" in growth["advice"]
+
+
+def test_a_step_change_names_its_step(tmp_path: Path) -> None:
+    path = write_planted(tmp_path / "jump", "jump", 41, steps=12, noise=0.03)
+    (growth,) = [c for c in diagnosis_of(path)["causes"] if c["id"] == "growing_drift"]
+    assert growth["evidence"]["shape"] == "step" and growth["evidence"]["change_step"] == 6
+    assert "at step 6" in growth["summary"]

@@ -175,7 +175,7 @@ def numeric_mismatch(o: Observations) -> Detection | None:
     level = worst([K3_KL.status(k3), ABS_LOG_RATIO_MEAN.status(gap)])
     if level == "healthy":
         return None
-    if fresh is None and growing_drift(o) is not None:
+    if growing_drift(o) is not None and stale_policy(o) is None:
         return None  # a growing mismatch is drift or staleness; numerics stay flat
     return Detection(
         level,
