@@ -105,8 +105,8 @@ def band_label(metric: str, band: Band) -> str:
 
     Example:
         >>> from rcdiag.metrics.records import KL
-        >>> band_label(KL.name, KL.bands[0])
-        'watch |kl| > 0.1 · verl'
+        >>> band_label(KL.name, KL.bands[-1])
+        'act |kl| > 0.1 · verl'
     """
     record = REGISTRY[metric]
     name = f" · {band.name}" if band.name else ""

@@ -216,6 +216,11 @@ def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:
     return fitted_tables(stdout, title, [Col("step", "right")], columns, rows)
 
 
+def gate_text(status: str) -> str:
+    """Another framework's CI gate as what it is: ``breached`` or ``within``, not rcdiag's status."""
+    return "[bold red]breached[/]" if status != "healthy" else "[green]within[/]"
+
+
 def show_frameworks(results: Sequence[FrameworkResult]) -> None:
     """Each framework's metrics over the whole dump under its own names, with the status of the
     ones the framework gates in its CI."""
@@ -229,7 +234,7 @@ def show_frameworks(results: Sequence[FrameworkResult]) -> None:
                     result.title,
                     name.split("/", 1)[1],
                     fmt(value),
-                    status_text(check.status) if check else "",
+                    gate_text(check.status) if check else "",
                 ]
             )
     for table in fitted_tables(

@@ -174,8 +174,17 @@ KL = MetricRecord(
     "kl",
     "Mean log π_rollout − log π_train: > 0 when the rollout engine is over-confident.",
     worse="abs",
-    bands=(Band("watch", 0.1, "verl's documentation: |kl| > 0.1 is a large mismatch", "verl"),),
-    gauge=GaugeRange(1e-6, 1.0),
+    bands=(
+        Band(
+            "watch",
+            1e-3,
+            "kl estimates the same KL as k3_kl (the k1 estimator): judged on k3_kl's scale; "
+            + NEMO_RL,
+            "NeMo-RL gate",
+        ),
+        Band("act", 0.1, "verl's documentation: |kl| > 0.1 is a large mismatch", "verl"),
+    ),
+    gauge=GaugeRange(1e-6, 1.0, marks=((1e-3, "NeMo-RL gate"),)),
 )
 CHI2_TOKEN = MetricRecord(
     "rollout_corr/chi2_token",

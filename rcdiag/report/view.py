@@ -356,12 +356,13 @@ def _framework_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         for name, value in (entry.get("overall") or {}).items():
             check = checks.get(name) or {}
             status = check.get("status")
+            gate = None if status is None else "within" if status == "healthy" else "breached"
             rows.append(
                 {
                     "title": entry.get("title", entry.get("framework")),
                     "metric": name.split("/", 1)[-1],
                     "value": short(value),
-                    "status": status,
+                    "status": gate,
                     "css": CSS_STATUS.get(str(status), "info"),
                     "band": check.get("band"),
                 }
