@@ -200,3 +200,23 @@ def test_a_step_change_names_its_step(tmp_path: Path) -> None:
     (growth,) = [c for c in diagnosis_of(path)["causes"] if c["id"] == "growing_drift"]
     assert growth["evidence"]["shape"] == "step" and growth["evidence"]["change_step"] == 6
     assert "at step 6" in growth["summary"]
+
+
+def test_one_spike_step_is_reported_and_does_not_set_the_verdict(tmp_path: Path) -> None:
+    from planted import planted_step
+
+    from rcdiag.io.writer import write_dump
+
+    for step in range(8):
+        data = planted_step("clean", 51, step, rows=24, length=60, noise=0.01)
+        rollout = data["rollout"]
+        if step == 5:  # three responses of one step far off: their sequence weights explode
+            rollout = rollout.copy()
+            rollout[:3] -= 0.15
+        write_dump(tmp_path / f"step={step}" / "part-0.parquet", rollout, data["old"], step=step)
+    diagnosis = diagnosis_of(tmp_path)
+    spikes = {s["metric"]: s for s in diagnosis.get("spikes", [])}
+    assert "rollout_corr/chi2_seq" in spikes and spikes["rollout_corr/chi2_seq"]["step"] == 5
+    assert diagnosis["verdict"] == "healthy" and not diagnosis["causes"]
+    out = CliRunner().invoke(app, ["analyze", str(tmp_path)]).stdout
+    assert "HEALTHY" in out and "at step 5 alone" in " ".join(out.split())

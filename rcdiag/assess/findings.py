@@ -303,10 +303,14 @@ def trend(steps: list[Mapping[str, Any]]) -> RiseSummary | None:
 
 def findings(document: Mapping[str, Any]) -> Findings:
     """The figures of a result document (analyze or report JSON) the rules read."""
-    overall: Mapping[str, Any] = document.get("overall") or {}
     steps = document.get("steps") or []
     options = document.get("options") or {}
     diagnosis = document.get("diagnosis") or {}
+    # a metric set by an isolated spike step is read at its typical (median) step
+    overall: Mapping[str, Any] = {
+        **(document.get("overall") or {}),
+        **{s["metric"]: s["typical"] for s in diagnosis.get("spikes") or []},
+    }
     return Findings(
         k3_kl=_number(overall, K3_KL.name),
         kl=_number(overall, KL.name),

@@ -11,7 +11,8 @@ from rich.text import Text
 
 from rcdiag.commands._common import shown, stderr, stdout
 from rcdiag.commands._layout import hanging
-from rcdiag.metrics.records import CHI2_SEQ, CHI2_TOKEN, REGISTRY
+from rcdiag.formatting import fmt
+from rcdiag.metrics.records import CHI2_SEQ, CHI2_TOKEN, REGISTRY, label
 from rcdiag.model import Diagnosis, SourceInfo
 from rcdiag.run.dump import Progress as RowsRead
 from rcdiag.status import rank
@@ -94,6 +95,13 @@ def show_diagnosis(diagnosis: Diagnosis) -> None:
             f"[dim]→[/] {shown(cause.advice)}"
         )
         rows.append((Text.from_markup(status_text(cause.severity)), text))
+    for spike in diagnosis.spikes:
+        text = Text(
+            f"{label(spike.metric)} = {fmt(spike.value)} at step {spike.step} alone (the other "
+            f"steps' median {fmt(spike.typical)}): one step, not the run; it does not set the "
+            "verdict"
+        )
+        rows.append((Text("spike", style="yellow"), text))
     if rows:
         stdout.print(hanging(rows))
 

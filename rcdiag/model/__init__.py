@@ -41,7 +41,7 @@ from rcdiag.model.configuration import (
     SweepResult,
     WorstStep,
 )
-from rcdiag.model.diagnosis import STATUSES, Cause, Diagnosis, MetricStatus, Status
+from rcdiag.model.diagnosis import STATUSES, Cause, Diagnosis, MetricStatus, Spike, Status
 from rcdiag.model.fields import json_safe
 from rcdiag.model.parts import RunOptions, SourceInfo, StepResult
 from rcdiag.model.profile import Bucket, Histogram, Profile, TopSequence
@@ -68,6 +68,7 @@ __all__ = [
     "ReportDocument",
     "RunOptions",
     "SourceInfo",
+    "Spike",
     "Status",
     "StepResult",
     "SweepPoint",

@@ -103,16 +103,51 @@ class Cause(JsonRecord):
 
 
 @dataclass(frozen=True)
+class Spike(JsonRecord):
+    """One step alone past a judged metric's band: reported as a spike, it does not set the
+    verdict of a dump whose other steps are inside the band.
+
+    Attributes:
+        metric: the metric; step: the step; value: its value there.
+        typical: the median of the other steps' values.
+    """
+
+    metric: str
+    step: int
+    value: float
+    typical: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "step": self.step,
+            "value": safe_number(self.value),
+            "typical": safe_number(self.typical),
+        }
+
+    @classmethod
+    def read(cls, field: Field) -> Spike:
+        return cls(
+            metric=field["metric"].string(),
+            step=field["step"].integer(),
+            value=field["value"].number(),
+            typical=field["typical"].number(),
+        )
+
+
+@dataclass(frozen=True)
 class Diagnosis(JsonRecord):
     """The verdict-bearing part of every result document (``diagnosis``).
 
     Attributes:
         verdict: the worst of the metric statuses and of the causes' severities.
         causes: the diagnosed causes; a dump bug, when found, is the only one.
+        spikes: isolated spike steps, left out of the verdict (in the JSON only when some).
     """
 
     verdict: Status
     causes: tuple[Cause, ...] = field(default_factory=tuple)
+    spikes: tuple[Spike, ...] = field(default_factory=tuple)
 
     @property
     def dump_bug(self) -> Cause | None:
@@ -120,11 +155,19 @@ class Diagnosis(JsonRecord):
         return next((c for c in self.causes if c.kind == "dump_bug"), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "causes": [c.to_json() for c in self.causes]}
+        out: dict[str, Any] = {
+            "verdict": self.verdict,
+            "causes": [c.to_json() for c in self.causes],
+        }
+        if self.spikes:
+            out["spikes"] = [s.to_json() for s in self.spikes]
+        return out
 
     @classmethod
     def read(cls, field: Field) -> Diagnosis:
+        spikes = field.get("spikes")
         return cls(
             verdict=cast(Status, field["verdict"].choice(STATUSES)),
             causes=tuple(Cause.read(c) for c in field["causes"].items()),
+            spikes=() if spikes is None else tuple(Spike.read(s) for s in spikes.items()),
         )

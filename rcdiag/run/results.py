@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
+from rcdiag.assess.diagnosis.spikes import isolated_spikes
 from rcdiag.assess.judge import judge
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
@@ -130,6 +131,7 @@ def assess(
     # verl logs its veto metrics as 0.0 when the veto is off: no verdict on those
     skip = () if analysis.options.legacy_veto else (VERL_VETO_FRACTION.name,)
     statuses = judge(overall, skip=skip)
+    spikes = isolated_spikes(statuses, steps)
     evidence = analysis.evidence.groups()
     observations = Observations(
         overall=overall,
@@ -138,8 +140,11 @@ def assess(
         k3_steps=[(s.step, s.metrics[K3_KL.name], s.metrics[K3_KL_STDERR.name]) for s in steps],
         lags=analysis.lags.table() or None,
         positive_log_probs=positive_log_probs,
+        spikes={spike.metric: spike.step for spike in spikes},
     )
-    return statuses, diagnose(observations, [m.status for m in statuses])
+    spiked = {spike.metric for spike in spikes}
+    verdict_statuses = [m.status for m in statuses if m.metric not in spiked]
+    return statuses, diagnose(observations, verdict_statuses, spikes)
 
 
 def configuration_result(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from rcdiag.assess.diagnosis import dump_bugs, mismatch
 from rcdiag.assess.diagnosis.observations import Detection, Observations
-from rcdiag.model.diagnosis import Cause, Diagnosis, Kind
+from rcdiag.model.diagnosis import Cause, Diagnosis, Kind, Spike
 from rcdiag.status import Status, worst
 
 
@@ -204,8 +204,13 @@ CAUSE_TITLES: dict[str, str] = {c.id: c.title for c in CAUSES}
 """Each cause's name as a person reads it (the id stays in the JSON and the docs)."""
 
 
-def diagnose(observations: Observations, metric_statuses: Sequence[Status] = ()) -> Diagnosis:
-    """Causes and the verdict: the worst of the metric statuses and the causes' severities.
+def diagnose(
+    observations: Observations,
+    metric_statuses: Sequence[Status] = (),
+    spikes: Sequence[Spike] = (),
+) -> Diagnosis:
+    """Causes and the verdict: the worst of the metric statuses and the causes' severities;
+    ``spikes`` (isolated spike steps, :mod:`rcdiag.assess.diagnosis.spikes`) are reported beside.
 
     A dump bug, when found, is the only cause: its numbers describe the bug, not the training.
     """
@@ -215,5 +220,7 @@ def diagnose(observations: Observations, metric_statuses: Sequence[Status] = ())
             return Diagnosis(verdict=cause.severity, causes=(cause,))
     causes = tuple(c for r in MISMATCH_CAUSES if (c := r.run(observations)) is not None)
     return Diagnosis(
-        verdict=worst([*metric_statuses, *(c.severity for c in causes)]), causes=causes
+        verdict=worst([*metric_statuses, *(c.severity for c in causes)]),
+        causes=causes,
+        spikes=tuple(spikes),
     )

@@ -113,11 +113,11 @@ def growing_drift(o: Observations) -> Detection | None:
 
 def catastrophic_tokens(o: Observations) -> Detection | None:
     share = o.metric(CATASTROPHIC_TOKENS.name)
-    level = CATASTROPHIC_TOKENS.status(share)
+    level = o.level(CATASTROPHIC_TOKENS, share)
     if level in (None, "healthy"):
         return None
     vetoed = o.metric(VETO_FRACTION.name)
-    severity = worst([level, VETO_FRACTION.status(vetoed)])
+    severity = worst([level, o.level(VETO_FRACTION, vetoed)])
     return Detection(
         severity,
         f"{pct(share)} of tokens have π_train/π_rollout below the veto threshold, in "
@@ -153,7 +153,7 @@ def heavy_tail(o: Observations) -> Detection | None:
 
 def long_sequence_compounding(o: Observations) -> Detection | None:
     chi2, ess = o.metric(CHI2_SEQ.name), o.metric(ESS_SEQ.name)
-    level = worst([CHI2_SEQ.status(chi2), ESS_SEQ.status(ess)])
+    level = worst([o.level(CHI2_SEQ, chi2), o.level(ESS_SEQ, ess)])
     if level == "healthy":
         return None
     length = o.metric(RESPONSE_LENGTH_MEAN.name)
@@ -172,7 +172,7 @@ def numeric_mismatch(o: Observations) -> Detection | None:
     fresh = next((g for g in o.lags or () if g["lag"] == 0), None)
     if fresh is not None:  # staleness is told apart: numerics are what the lag-0 rows show
         k3, gap = fresh["k3_kl"], fresh["abs_log_ratio_mean"]
-    level = worst([K3_KL.status(k3), ABS_LOG_RATIO_MEAN.status(gap)])
+    level = worst([o.level(K3_KL, k3), o.level(ABS_LOG_RATIO_MEAN, gap)])
     if level == "healthy":
         return None
     if growing_drift(o) is not None and stale_policy(o) is None:

@@ -6,6 +6,7 @@ docs/diagnosis.md states each statistic and its false-positive control.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rcdiag.metrics.growth import Growth, growth_test
+from rcdiag.metrics.records import MetricRecord
 from rcdiag.status import Status
 
 DETECTOR_LIMITS: dict[str, float] = {
@@ -87,6 +89,8 @@ class Observations:
         totals: the summed row and evidence statistics of the whole dump.
         step_evidence: per step (in step order), the summed evidence statistics.
         k3_steps: per step (in step order): the step, its k3_kl and that value's standard error.
+        spikes: metrics whose overall status comes from one step alone, with that step
+            (:mod:`rcdiag.assess.diagnosis.spikes`): judged healthy here.
         lags: the mismatch per policy lag, when the dump records it.
         positive_log_probs: valid positions where a column holds a log-prob > 0.01.
     """
@@ -95,6 +99,14 @@ class Observations:
     totals: Mapping[str, float]
     step_evidence: Sequence[Mapping[str, float]] = ()
     k3_steps: Sequence[tuple[int, float | None, float | None]] = ()
+    spikes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def level(self, record: MetricRecord, value: float | None) -> Status | None:
+        """``record``'s status of ``value``, healthy for a metric set by an isolated spike step."""
+        if record.name in self.spikes:
+            return "healthy"
+        return record.status(value)
+
     lags: Sequence[Mapping[str, Any]] | None = None
     positive_log_probs: int = 0
 
