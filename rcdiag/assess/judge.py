@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rcdiag.metrics.records import JUDGED, Band, MetricRecord
+from rcdiag.metrics.records import JUDGED, REGISTRY, Band, MetricRecord
 from rcdiag.model.diagnosis import MetricStatus
 
 SLIME_GATE = (
@@ -75,6 +75,11 @@ def judge(
         status = record.status(value)
         if status is None or value is None or record.name in skipped:
             continue
+        if record.negative_judged_by is not None and value < 0:
+            negative = _judged_below_zero(record, metrics)
+            if negative is not None:
+                out.append(negative)
+                continue
         breached = record.band(status)
         out.append(
             MetricStatus(
@@ -86,3 +91,29 @@ def judge(
             )
         )
     return out
+
+
+def _judged_below_zero(
+    record: MetricRecord, metrics: Mapping[str, float | None]
+) -> MetricStatus | None:
+    """A negative χ² judged by its ESS (``record.negative_judged_by``): its status when the ESS is
+    past a band, None when the ESS is healthy (then χ² is judged by its own bands)."""
+    assert record.negative_judged_by is not None
+    companion = REGISTRY[record.negative_judged_by]
+    value, other = metrics.get(record.name), metrics.get(companion.name)
+    status = companion.status(other)
+    if value is None or status in (None, "healthy"):
+        return None
+    band = companion.band(status)
+    assert band is not None
+    short = record.name.rsplit("/", 1)[-1]
+    return MetricStatus(
+        metric=record.name,
+        value=float(value),
+        status=status,
+        band=f"{short} < 0 with {companion.limit_text(band)}",
+        source=(
+            "rcdiag: below 0 the sampled weights average under 1, their mass in tails the dump "
+            f"did not sample; judged with {companion.label}: {band.source}"
+        ),
+    )

@@ -96,6 +96,10 @@ def judged(
     if scope == RECENT and overall is not None:
         where = f"{RECENT} (overall {value_text(metric, overall)})"
     text = f"{symbol(metric)} = {value_text(metric, value)} {where}"
+    record = REGISTRY.get(metric)
+    if record is not None and record.negative_judged_by and value is not None and value < 0:
+        companion = label(record.negative_judged_by)
+        return f"{text} (below 0: the sampled weights average under 1; {companion} tells how badly)"
     status = status_of(metric, value)
     return text if status is None else f"{text}, {status_phrase(metric, status)}"
 

@@ -70,6 +70,8 @@ def band_words(metric: str) -> str:
         if condition.startswith(short + " "):  # the row names the metric; |kl| stays as it is
             condition = condition[len(short) + 1 :]
         words.append(f"{band.status} if {condition}")
+    if record.negative_judged_by is not None:
+        words.append(f"below 0 as {label(record.negative_judged_by)}")
     return ", ".join(words)
 
 

@@ -65,6 +65,9 @@ class MetricRecord:
         column: its header in the terminal's narrow per-step table (default: the label).
         stderr: the metric holding its per-step standard error, when one is computed (the
             growth test weighs the steps with it, :mod:`rcdiag.metrics.growth`).
+        negative_judged_by: the metric that judges a negative value of this one (χ² < 0: the
+            sampled weights average below 1, their mass lies in tails the dump did not sample;
+            how badly is the ESS's to say), so a collapse is never labelled healthy.
     """
 
     name: str
@@ -77,6 +80,7 @@ class MetricRecord:
     gauge: GaugeRange | None = None
     column: str = ""
     stderr: str | None = None
+    negative_judged_by: str | None = None
 
     @property
     def header(self) -> str:
@@ -193,6 +197,7 @@ CHI2_TOKEN = MetricRecord(
     bands=(Band("act", 1.0, "verl's documentation: chi2_token > 1 is severe", "verl: severe"),),
     gauge=GaugeRange(1e-5, 100.0),
     column="χ² tok",
+    negative_judged_by="rcdiag/ess_token",
 )
 CHI2_SEQ = MetricRecord(
     "rollout_corr/chi2_seq",
@@ -203,6 +208,7 @@ CHI2_SEQ = MetricRecord(
     ),
     gauge=GaugeRange(1e-3, 1e4),
     column="χ² seq",
+    negative_judged_by="rcdiag/ess_seq",
 )
 ESS_SEQ = MetricRecord(
     "rcdiag/ess_seq",

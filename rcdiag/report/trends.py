@@ -319,8 +319,9 @@ def trend_charts(document: Mapping[str, Any]) -> list[Chart]:
             steps,
             "trend-chi2-seq",
             f"{CHI2_SEQ.label} per step",
-            "E[(∏ρ)²] − 1 of the sequence weights: grows with response length; past its healthy "
-            "range sequence-level IS is unreliable.",
+            "E[(∏ρ)²] − 1 of the sequence weights: grows with response length while the weights "
+            "are well sampled, and past its healthy range sequence-level IS is unreliable; below 0 "
+            "the sampled weights average under 1 — their mass lies in unsampled tails (see ESS).",
             [Series(CHI2_SEQ, PURPLE)],
         ),
         _trend(
