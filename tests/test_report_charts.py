@@ -82,9 +82,10 @@ def test_thresholds_are_named_in_the_legend_or_under_the_chart() -> None:
     charts = _by_id(trend_charts(_drift()))
     kl = charts["trend-kl"].figure["data"]
     lines = [t for t in kl if t.get("hoverinfo") == "skip"]
-    assert [t["y"] for t in lines] == [[0.1, 0.1], [-0.1, -0.1]]
-    assert lines[0]["showlegend"] and "|kl| > 0.1" in lines[0]["name"]
-    assert lines[1]["showlegend"] is False  # −0.1: the same threshold, one legend entry
+    assert [t["y"] for t in lines] == [[0.001, 0.001], [-0.001, -0.001], [0.1, 0.1], [-0.1, -0.1]]
+    assert lines[0]["showlegend"] and "|kl| > 0.001" in lines[0]["name"]
+    assert lines[2]["showlegend"] and "|kl| > 0.1" in lines[2]["name"]
+    assert lines[1]["showlegend"] is False  # −0.001: the same threshold, one legend entry
     chi2 = charts["trend-chi2-token"]
     assert chi2.notes and chi2.notes[0].startswith("Not drawn: act > 1")
     assert not [t for t in chi2.figure["data"] if t.get("hoverinfo") == "skip"]
