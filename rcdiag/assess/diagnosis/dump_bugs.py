@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import math
 
-from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, Detection, Observations, ratio_z
+from rcdiag.assess.diagnosis.observations import (
+    DETECTOR_LIMITS,
+    DUMP_BUGS_DOCS,
+    CauseRecord,
+    Detection,
+    Observations,
+    ratio_z,
+)
 from rcdiag.formatting import fmt, pct
 from rcdiag.metrics.evidence import SHIFTS, fit_slope, mean_gap
 from rcdiag.metrics.records import ABS_LOG_RATIO_MAX, KL
@@ -240,3 +247,72 @@ def context_mismatch(o: Observations) -> Detection | None:
         "outputs), and the same tokenization at the prompt/response boundary. Importance "
         "sampling would only hide the mismatch.",
     )
+
+
+DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
+    CauseRecord(
+        "logits_not_logprobs",
+        "dump_bug",
+        "Logits dumped instead of log-probs",
+        logits_not_logprobs,
+        ("positive_share",),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "padding_in_mask",
+        "dump_bug",
+        "Padding is counted in the response mask",
+        padding_in_mask,
+        ("pad_row_share", "min_pad_tokens"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "identical_columns",
+        "dump_bug",
+        "The two log-prob columns are identical",
+        identical_columns,
+        (),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "misaligned_tokens",
+        "dump_bug",
+        "The two columns score different tokens",
+        misaligned_tokens,
+        ("misaligned_gap_ratio", "min_pairs"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "context_mismatch",
+        "dump_bug",
+        "The two sides scored different contexts",
+        context_mismatch,
+        ("context_ratio", "context_gap", "min_context_tokens"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "swapped_columns",
+        "dump_bug",
+        "The rollout and training columns are swapped",
+        swapped_columns,
+        ("z", "z_kl"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "processed_logprobs",
+        "dump_bug",
+        "The engine reported log-probs after top-p/top-k",
+        processed_logprobs,
+        ("processed_shortfall", "processed_balance", "z"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "temperature_mismatch",
+        "dump_bug",
+        "The two sides use different temperatures",
+        temperature_mismatch,
+        ("temperature_slope", "temperature_correlation", "temperature_steps"),
+        DUMP_BUGS_DOCS,
+    ),
+)
+"""Dump bugs, in the order they are tested (the first that fires is the only cause)."""

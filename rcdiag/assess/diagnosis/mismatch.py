@@ -6,7 +6,13 @@ Severities come from the metric registry's bands (docs/diagnosis.md); each detec
 
 from __future__ import annotations
 
-from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, Detection, Observations
+from rcdiag.assess.diagnosis.observations import (
+    DETECTOR_LIMITS,
+    MISMATCH_DOCS,
+    CauseRecord,
+    Detection,
+    Observations,
+)
 from rcdiag.assess.findings import shown_ratio
 from rcdiag.formatting import fmt, pct, short
 from rcdiag.metrics.records import (
@@ -185,3 +191,56 @@ def numeric_mismatch(o: Observations) -> Detection | None:
         "Correct it with token-level truncated importance sampling (a decoupled token-IS preset); "
         "at the source, match precisions (fp32 lm_head / logits in the engine) where possible.",
     )
+
+
+MISMATCH_CAUSES: tuple[CauseRecord, ...] = (
+    CauseRecord(
+        "stale_policy",
+        "mismatch",
+        "The rollout policy is stale",
+        stale_policy,
+        ("stale_ratio", "min_lag_tokens"),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "growing_drift",
+        "mismatch",
+        "The mismatch grows during training",
+        growing_drift,
+        ("drift_rise",),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "catastrophic_tokens",
+        "mismatch",
+        "Catastrophic tokens",
+        catastrophic_tokens,
+        (),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "heavy_tail",
+        "mismatch",
+        "Heavy tails in the log-ratio",
+        heavy_tail,
+        ("tail_ratio", "tail_size"),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "long_sequence_compounding",
+        "mismatch",
+        "The mismatch compounds over long responses",
+        long_sequence_compounding,
+        (),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "numeric_mismatch",
+        "mismatch",
+        "The engines' numerics differ",
+        numeric_mismatch,
+        (),
+        MISMATCH_DOCS,
+    ),
+)
+"""Real mismatch, tested when no dump bug fired; every one that fires is reported."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from rcdiag.metrics.growth import Growth, growth_test
 from rcdiag.metrics.records import MetricRecord
+from rcdiag.model.diagnosis import Cause, Kind
 from rcdiag.status import Status
 
 DETECTOR_LIMITS: dict[str, float] = {
@@ -140,6 +141,47 @@ class Observations:
     def metric(self, name: str) -> float | None:
         value = self.overall.get(name)
         return None if value is None or math.isnan(value) else float(value)
+
+
+@dataclass(frozen=True)
+class CauseRecord:
+    """One cause rcdiag can diagnose: the only place its id, kind, title, detector, limits and
+    documentation are written (the detector's :class:`Detection` carries the summary, the evidence
+    and the advice, which hold the dump's numbers).
+
+    Attributes:
+        id: the id in the JSON documents (``growing_drift``).
+        kind: ``dump_bug`` (fix the pipeline; never corrected with IS/RS) or ``mismatch``.
+        title: its name as a person reads it.
+        detect: the detector: a :class:`Detection`, or None when the cause is not found.
+        limits: the :data:`DETECTOR_LIMITS` it compares against.
+        docs: where its statistic and false-positive control are documented.
+    """
+
+    id: str
+    kind: Kind
+    title: str
+    detect: Callable[[Observations], Detection | None]
+    limits: tuple[str, ...] = ()
+    docs: str = ""
+
+    def run(self, observations: Observations) -> Cause | None:
+        found = self.detect(observations)
+        if found is None:
+            return None
+        return Cause(
+            self.id,
+            self.kind,
+            found.severity,
+            found.summary,
+            found.evidence,
+            found.advice,
+            self.title,
+        )
+
+
+DUMP_BUGS_DOCS = "docs/diagnosis.md#dump-bugs"
+MISMATCH_DOCS = "docs/diagnosis.md#real-mismatch"
 
 
 def ratio_z(total: float, count: float, sq: float, cross: float, count_sq: float) -> float:
