@@ -50,6 +50,8 @@ from rcdiag.model import (
     Recommendation,
     ReportDocument,
 )
+from rcdiag.report import notebook as _notebook  # noqa: F401 (results draw themselves in notebooks)
+from rcdiag.run.argument_names import speaks_python
 from rcdiag.run.dump import (
     DumpArguments,
     PathLike,
@@ -80,6 +82,7 @@ __all__ = [
 ]
 
 
+@speaks_python
 def analyze(
     paths: Paths,
     *,
@@ -121,6 +124,7 @@ def analyze(
     return analyze_dump(spec, options, progress, frameworks_of(frameworks, "--frameworks"))
 
 
+@speaks_python
 def compare_presets(
     paths: Paths,
     *,
@@ -172,6 +176,7 @@ def compare_presets(
     )
 
 
+@speaks_python
 def report(
     paths: Paths | None = None,
     *,
@@ -239,6 +244,7 @@ def _translated(document: ReportDocument, framework: str | None) -> ReportDocume
     return document if framework is None else translated(document, framework)
 
 
+@speaks_python
 def recommend(
     paths: Paths | None = None,
     *,
@@ -287,6 +293,7 @@ def recommend(
     return document.recommendation
 
 
+@speaks_python
 def check(
     paths: Paths,
     *,
@@ -363,6 +370,7 @@ def check(
     )
 
 
+@speaks_python
 def baseline(
     paths: Paths,
     *,
@@ -412,6 +420,7 @@ def baseline(
     )
 
 
+@speaks_python
 def write_report(
     result: ReportDocument | AnalysisResult | ComparisonResult,
     path: PathLike,

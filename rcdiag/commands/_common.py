@@ -25,6 +25,7 @@ from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe
 from rcdiag.model.tables import encode_table
+from rcdiag.run.argument_names import from_command_line
 from rcdiag.run.dump import DUMP_OPTIONS, DumpOption
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ stderr = FittedConsole(stderr=True)
 def cli_errors(debug: bool) -> Iterator[None]:
     """Turn library errors into one ``Error: …`` line and exit code 2 (a traceback with --debug)."""
     try:
-        yield
+        with from_command_line():
+            yield
     except RcdiagError as exc:
         if debug:
             raise
