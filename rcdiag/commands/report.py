@@ -34,6 +34,7 @@ from rcdiag.commands._report_document import (
     load_or_compute,
     plotly_output,
 )
+from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
@@ -70,6 +71,9 @@ def report(
     top: TopOption = DEFAULT_TOP_K,
     plotlyjs: PlotlyOption = "embed",
     frameworks: FrameworksOption = None,
+    tensorboard: TensorboardOption = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -83,6 +87,8 @@ def report(
         from rcdiag.assess.recommendation.ranking import UNMEASURED_LINE
         from rcdiag.run.documents import malformed_results
 
+        trackers = Trackers(tensorboard, mlflow, wandb)
+        trackers.check()
         written = outputs(
             {"--output": output, "--json": json_path, **plotly_output(plotlyjs)},
             paths,
@@ -95,6 +101,7 @@ def report(
             size = api.write_report(document, written["--output"], plotlyjs)
         if "--json" in written:
             write_output(written["--json"], document.to_json())
+        logged = trackers.publish(document)
     if quiet:
         return
     stdout.print(Text(printable(headline(document))))
@@ -107,3 +114,5 @@ def report(
     wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
     if "--json" in written:
         wrote(written["--json"])
+    for line in logged:
+        stderr.print(Text(line, style="dim"))
