@@ -18,6 +18,7 @@ from rcdiag.commands import (
     recommend,
     report,
     synth,
+    watch,
 )
 from rcdiag.commands._help import Command, Group, help_of
 from rcdiag.io.paths import printable
@@ -65,6 +66,7 @@ for _name, _command in (
     ("check", check.check),
     ("baseline", baseline.baseline),
     ("synth", synth.synth),
+    ("watch", watch.watch),
 ):
     app.command(name=_name, cls=Command, help=help_of(_command))(_command)
 

@@ -39,10 +39,14 @@ class DumpSpec:
     ray_address: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
+    cache: Path | None = None
+    """Where each file's finished consumers are kept between passes (:mod:`rcdiag.run.cache`)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+        if self.cache is not None and self.engine != "local":
+            raise UsageError("--cache: the cache serves the local engine only")
 
     def reader(
         self,
@@ -129,6 +133,13 @@ DUMP_OPTIONS: tuple[DumpOption, ...] = (
         "KEY=VALUE",
         repeatable=True,
     ),
+    DumpOption(
+        "cache",
+        "--cache",
+        "Keep each file's finished results in DIR and read again only new or changed files "
+        "(a growing run; docs/scale.md).",
+        "DIR",
+    ),
 )
 """The dump options, in the order the help lists them: the one table from which the commands'
 flags are made (:func:`rcdiag.commands._common.reads_dump`); :class:`DumpArguments` types the same
@@ -157,6 +168,8 @@ class DumpArguments(TypedDict, total=False):
             cluster with the same results, ``--engine``; docs/scale.md).
         ray_address: the Ray cluster for ``engine="ray"`` (None: ``RAY_ADDRESS``, else a local
             Ray started for the call; ``--ray-address``).
+        cache: a directory where each file's finished results are kept, so that a pass over a
+            grown dump reads only its new or changed files (``--cache``; docs/scale.md).
     """
 
     step: int | Sequence[int] | None
@@ -169,6 +182,7 @@ class DumpArguments(TypedDict, total=False):
     engine: str
     ray_address: str | None
     storage_options: Mapping[str, Any] | None
+    cache: PathLike | None
 
 
 def as_paths(paths: Paths | None) -> list[str | Path]:
@@ -202,6 +216,7 @@ def dump_spec(
     storage_options: Mapping[str, Any] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    cache: PathLike | None = None,
 ) -> DumpSpec:
     """Where a dump is and how to read it (the arguments of every function here).
 
@@ -228,6 +243,7 @@ def dump_spec(
         storage_options=dict(storage_options or {}),
         engine=engine,
         ray_address=ray_address,
+        cache=None if cache is None else Path(os.fspath(cache)),
     )
 
 

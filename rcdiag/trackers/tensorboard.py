@@ -10,7 +10,7 @@ from typing import Any
 
 from rcdiag.errors import UsageError
 from rcdiag.trackers.extras import needed
-from rcdiag.trackers.scalars import step_scalars
+from rcdiag.trackers.scalars import VERDICT, step_scalars
 
 RUN_NAME = "rcdiag"
 """The sub-directory of the run's log directory rcdiag writes to: TensorBoard shows it as a run
@@ -51,3 +51,46 @@ def to_tensorboard(result: Any, directory: str | os.PathLike[str]) -> Path:
             f"--tensorboard {directory}: cannot write ({exc.strerror or exc})"
         ) from None
     return final
+
+
+class TensorboardStream:
+    """An event file that grows with a run (``rcdiag watch --tensorboard``): each call of
+    :meth:`add` appends the scalars of the steps not written yet, and the verdict at the last
+    step, and flushes, so a running TensorBoard shows them at its next reload."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        tensorboardx = needed("tensorboardX")
+        target = Path(os.fspath(directory)) / RUN_NAME
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"--tensorboard {directory}: cannot write ({exc.strerror or exc})"
+            ) from None
+        self.writer = tensorboardx.FileWriter(str(target), filename_suffix=".rcdiag-watch")
+        self.written: set[int] = set()
+
+    def add(self, result: Any) -> int:
+        """Append the new steps of ``result``; returns how many steps were added."""
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        series = step_scalars(result)
+        added = 0
+        for index, entry in enumerate(series):
+            last = index == len(series) - 1
+            values = entry.values if entry.step not in self.written else {}
+            if last:
+                values = {**values, VERDICT: entry.values[VERDICT]}
+            if not values:
+                continue
+            summary = Summary(
+                value=[Summary.Value(tag=t, simple_value=v) for t, v in values.items()]
+            )
+            self.writer.add_summary(summary, global_step=entry.step)
+            added += entry.step not in self.written
+            self.written.add(entry.step)
+        self.writer.flush()
+        return added
+
+    def close(self) -> None:
+        self.writer.close()
