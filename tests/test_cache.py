@@ -110,10 +110,11 @@ def test_an_unreadable_entry_is_computed_again(grown: Path, tmp_path: Path) -> N
     cache = tmp_path / "cache"
     first = rcdiag.analyze(grown, cache=cache).to_json()
     entries = sorted(cache.iterdir())
-    assert len(entries) == STEPS
-    entries[0].write_bytes(b"not a pickle")
+    assert len(entries) > STEPS  # one per file, one per run of files
+    for entry in entries:
+        entry.write_bytes(b"not a pickle")
     assert rcdiag.analyze(grown, cache=cache).to_json() == first
-    assert (cached_pass.LAST.hits, cached_pass.LAST.misses) == (STEPS - 1, 1)
+    assert (cached_pass.LAST.hits, cached_pass.LAST.misses) == (0, STEPS)
 
 
 def test_the_command_line_flag(grown: Path, tmp_path: Path) -> None:
