@@ -77,6 +77,11 @@ class FittedConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:  # rich's setter, kept for its callers
         self._width, self._height = new_size
 
+    def _render_buffer(self, buffer: Any) -> str:
+        """Rich's text, without the spaces it pads lines with (they end up in files and pipes)."""
+        text = super()._render_buffer(buffer)
+        return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
 
 stdout = FittedConsole()
 stderr = FittedConsole(stderr=True)

@@ -39,6 +39,9 @@ from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
 
+DEFAULT_PAGE = "report.html"
+"""Where the page goes without ``-o``: the current directory (and the command says so)."""
+
 
 def headline(document: ReportDocument) -> str:
     """The verdict and its headline."""
@@ -62,8 +65,14 @@ def advice(document: ReportDocument) -> tuple[str, str] | None:
 def report(
     paths: OptionalPaths = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML report.")
-    ] = "report.html",
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help=f"Where to write the HTML report (default: ./{DEFAULT_PAGE}).",
+        ),
+    ] = None,
     from_json: FromOption = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
@@ -90,7 +99,7 @@ def report(
         trackers = Trackers(tensorboard, mlflow, wandb)
         trackers.check()
         written = outputs(
-            {"--output": output, "--json": json_path, **plotly_output(plotlyjs)},
+            {"--output": output or DEFAULT_PAGE, "--json": json_path, **plotly_output(plotlyjs)},
             paths,
             {"--from": from_json},
         )
@@ -111,7 +120,9 @@ def report(
         stdout.print(paragraph(Text(printable(use[1])), indent=2))
     if document.recommendation is not None and not document.recommendation.measured:
         stderr.print(Text(f"note: {UNMEASURED_LINE}"))
-    wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
+    page = written["--output"] if output is not None else written["--output"].absolute()
+    given = "" if output is not None else "; no -o given"
+    wrote(page, f" ({size / 1e6:.1f} MB{given}): open it in a browser")
     if "--json" in written:
         wrote(written["--json"])
     for line in logged:
