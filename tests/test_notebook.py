@@ -231,3 +231,52 @@ def test_a_notebook_shows_each_result_as_a_card(dump: Path, tmp_path: Path, kern
         assert "text/markdown" in display.data
     assert "Recommended" in outputs[3][0].data["text/html"]
     assert int(outputs[4][0].text) < 1000
+
+
+CARD_PROBE = """<script>
+window.addEventListener("load", function () {
+  var wide = Array.prototype.filter.call(document.querySelectorAll(".rcdiag-nb *"), function (e) {
+    // a table scrolls inside its own box when it cannot fit: its cells may lie beyond
+    return !e.closest("table") && e.getBoundingClientRect().right > window.innerWidth + 0.5;
+  }).map(function (e) { return e.tagName + "." + e.className; });
+  var p = document.createElement("script"); p.type = "application/json"; p.id = "card-probe";
+  p.textContent = JSON.stringify({page: document.documentElement.scrollWidth,
+    window: window.innerWidth, wide: wide, cards: document.querySelectorAll(".rcdiag-nb").length,
+    svgs: document.querySelectorAll(".rcdiag-nb svg polyline").length});
+  document.body.appendChild(p);
+});
+</script>"""
+
+
+@pytest.mark.parametrize("width", [500, 800])
+def test_cards_fit_a_narrow_notebook_in_a_browser(
+    results: dict[str, Any], tmp_path: Path, width: int
+) -> None:
+    import html as htmllib
+    import json
+    import subprocess
+
+    from test_report_browser import OFFLINE_FLAGS, _find
+
+    chromium = _find()
+    if chromium is None:
+        pytest.skip("no Chromium: `make browser` installs Debian's chromium")
+    cards = "".join(results[name]._repr_html_() for name in KINDS)
+    page = tmp_path / "cards.html"
+    page.write_text(f"<!doctype html><html><body>{cards}{CARD_PROBE}</body></html>")
+    command = [
+        chromium,
+        *OFFLINE_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={width},3000",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=True)
+    found = re.search(r'id="card-probe">(.*?)</script>', done.stdout)
+    assert found is not None, "the probe did not run"
+    layout = json.loads(htmllib.unescape(found.group(1)))
+    assert layout["cards"] == len(KINDS)
+    assert layout["svgs"] >= 4
+    assert layout["wide"] == [] and layout["page"] <= layout["window"]
