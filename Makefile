@@ -19,6 +19,7 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/rcdiag analyze sample_data/drift --json out/drift.json
 	$(BIN)/rcdiag report sample_data/drift -o out/drift_report.html --json out/drift_report.json
+	@echo "demo: the report is out/drift_report.html: open it in a browser"
 
 lint: install
 	$(BIN)/ruff check .
