@@ -45,7 +45,7 @@ LINE_METRICS = (
     "rollout_corr/k3_kl",
     "rcdiag/abs_log_ratio_mean",
     "rollout_corr/chi2_seq",
-    "rollout_corr/rollout_is_eff_sample_size",
+    "rcdiag/ess_seq",
 )
 """The figures of a step's line."""
 EXIT_VERDICT = 1

@@ -36,7 +36,7 @@ from rcdiag.report.view import cause_views, gauge_view, key_metric_cards, summar
 TREND_METRICS = (
     "rollout_corr/k3_kl",
     "rcdiag/abs_log_ratio_mean",
-    "rollout_corr/rollout_is_eff_sample_size",
+    "rcdiag/ess_seq",
     "rollout_corr/chi2_seq",
 )
 """The per-step curves a card draws, when the result has them (the report's trend metrics)."""
