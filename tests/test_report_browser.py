@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from rcdiag.model import ReportDocument
 from rcdiag.report.render import render_html, write_html
-from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document
+from rcdiag.run.documents import ReportOptions, analyze_part, build_report_document, page_json
 from rcdiag.run.dump import DumpSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,9 +160,10 @@ def test_report_renders_every_chart_without_errors_offline(
 
 
 def test_analyze_only_report_renders_in_the_browser(chromium: str, tmp_path: Path) -> None:
-    document = analyze_part(
+    analysis = analyze_part(
         build_report_document(DumpSpec([str(SAMPLES["bf16"])]), ReportOptions())
-    ).to_json()
+    )
+    document = page_json(ReportDocument.of(analysis))  # as write_report draws an analysis
     page = tmp_path / "analyze_only.html"
     page.write_text(render_html(document), encoding="utf-8")
     status, dom = load_in_browser(chromium, page, tmp_path)

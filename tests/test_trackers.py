@@ -8,6 +8,7 @@ import json
 import math
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,22 @@ def wandb_records(path: Path) -> list[bytes]:
     return records
 
 
+def finished_records(path: Path, proto: Any, seconds: float = 60.0) -> list[bytes]:
+    """The run file's records once W&B's service has written its last (``exit``) record: the
+    service writes the file on its own, and may still be at it when ``finish`` returns."""
+    deadline = time.monotonic() + seconds
+    while True:
+        records = wandb_records(path)
+        kinds = []
+        for data in records:
+            record = proto.Record()
+            record.ParseFromString(data)
+            kinds.append(record.WhichOneof("record_type"))
+        if "exit" in kinds or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
+
+
 def test_wandb_offline_logs_against_rcdiags_step(
     dump: Path, document: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,7 +195,7 @@ def test_wandb_offline_logs_against_rcdiags_step(
     (path,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
     found: dict[tuple[int, str], float] = {}
     step_metric, kinds = None, []
-    for data in wandb_records(path):
+    for data in finished_records(path, wandb_internal_pb2):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(data)
         kind = record.WhichOneof("record_type")

@@ -37,16 +37,18 @@ from rcdiag.errors import InputError, UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.files import discover
 from rcdiag.io.paths import printable
-from rcdiag.metrics.records import label, worst_status
+from rcdiag.metrics.records import (
+    ABS_LOG_RATIO_MEAN,
+    CHI2_SEQ,
+    ESS_SEQ,
+    K3_KL,
+    label,
+    worst_status,
+)
 from rcdiag.model import AnalysisResult, StepResult
 from rcdiag.status import STATUSES, rank
 
-LINE_METRICS = (
-    "rollout_corr/k3_kl",
-    "rcdiag/abs_log_ratio_mean",
-    "rollout_corr/chi2_seq",
-    "rcdiag/ess_seq",
-)
+LINE_METRICS = tuple(r.name for r in (K3_KL, ABS_LOG_RATIO_MEAN, CHI2_SEQ, ESS_SEQ))
 """The figures of a step's line."""
 EXIT_VERDICT = 1
 """The exit code when the verdict reaches ``--fail-on``."""

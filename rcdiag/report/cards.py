@@ -17,7 +17,7 @@ from typing import Any
 from rcdiag.assess.verdict.signals import verdict as verdict_of
 from rcdiag.assess.wording import STATUS_WORDS
 from rcdiag.formatting import count, pct, short
-from rcdiag.metrics.records import REGISTRY
+from rcdiag.metrics.records import ABS_LOG_RATIO_MEAN, CHI2_SEQ, ESS_SEQ, K3_KL, REGISTRY
 from rcdiag.model import (
     AnalysisResult,
     Baseline,
@@ -33,12 +33,7 @@ from rcdiag.model import (
 from rcdiag.report.texts import SUMMARY_COLUMNS
 from rcdiag.report.view import cause_views, gauge_view, key_metric_cards, summary_cells
 
-TREND_METRICS = (
-    "rollout_corr/k3_kl",
-    "rcdiag/abs_log_ratio_mean",
-    "rcdiag/ess_seq",
-    "rollout_corr/chi2_seq",
-)
+TREND_METRICS = tuple(r.name for r in (K3_KL, ABS_LOG_RATIO_MEAN, ESS_SEQ, CHI2_SEQ))
 """The per-step curves a card draws, when the result has them (the report's trend metrics)."""
 TABLE_ROWS = 12
 """The most rows a card's table shows (the rest are counted)."""

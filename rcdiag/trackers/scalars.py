@@ -24,8 +24,8 @@ def tag(metric: str) -> str:
     """The tracker's name of a metric: ``rcdiag/`` before it, once.
 
     Example:
-        >>> tag("rollout_corr/k3_kl"), tag("rcdiag/abs_log_ratio_mean")
-        ('rcdiag/rollout_corr/k3_kl', 'rcdiag/abs_log_ratio_mean')
+        >>> tag("rollout_corr/kl"), tag("rcdiag/abs_log_ratio_mean")
+        ('rcdiag/rollout_corr/kl', 'rcdiag/abs_log_ratio_mean')
     """
     return metric if metric.startswith(PREFIX) else PREFIX + metric
 
