@@ -28,6 +28,7 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/rcdiag analyze sample_data/drift --json out/drift.json
 	$(BIN)/rcdiag report sample_data/drift -o out/drift_report.html --json out/drift_report.json
+	@echo "demo: the report is out/drift_report.html: open it in a browser"
 
 lint: install
 	$(BIN)/ruff check .
@@ -37,6 +38,8 @@ lint: install
 # The browser test (tests/test_report_browser.py) opens the report in headless Chromium. This step
 # says what it does: it installs Debian's chromium with apt-get only when no Chromium is found and
 # it can (root, apt-get present); otherwise the browser test is skipped, and pytest says why.
+# It installs chromium and what it needs, without recommended packages (measured: 25 packages, none
+# upgraded, on Debian 12; a plain install pulled about 115 and upgraded 15, systemd among them).
 BROWSERS := chromium chromium-browser google-chrome
 
 browser:
@@ -45,8 +48,8 @@ browser:
 		echo "browser: $$found found: the browser test will run"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "browser: no Chromium found; installing Debian's chromium for the browser test:"; \
-		echo "browser:   apt-get update && apt-get install -y chromium"; \
-		if apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; then \
+		echo "browser:   apt-get update && apt-get install -y --no-install-recommends chromium"; \
+		if apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; then \
 			echo "browser: chromium installed: the browser test will run"; \
 		else \
 			echo "browser: apt-get could not install chromium: the browser test will be skipped"; \

@@ -50,6 +50,8 @@ from rcdiag.model import (
     Recommendation,
     ReportDocument,
 )
+from rcdiag.report import notebook as _notebook  # noqa: F401 (results draw themselves in notebooks)
+from rcdiag.run.argument_names import speaks_python
 from rcdiag.run.dump import (
     DumpArguments,
     PathLike,
@@ -83,6 +85,7 @@ __all__ = [
 ]
 
 
+@speaks_python
 def analyze(
     paths: Paths,
     *,
@@ -124,6 +127,7 @@ def analyze(
     return analyze_dump(spec, options, progress, frameworks_of(frameworks, "--frameworks"))
 
 
+@speaks_python
 def compare_presets(
     paths: Paths,
     *,
@@ -175,6 +179,7 @@ def compare_presets(
     )
 
 
+@speaks_python
 def report(
     paths: Paths | None = None,
     *,
@@ -242,6 +247,7 @@ def _translated(document: ReportDocument, framework: str | None) -> ReportDocume
     return document if framework is None else translated(document, framework)
 
 
+@speaks_python
 def recommend(
     paths: Paths | None = None,
     *,
@@ -290,6 +296,7 @@ def recommend(
     return document.recommendation
 
 
+@speaks_python
 def check(
     paths: Paths,
     *,
@@ -366,6 +373,7 @@ def check(
     )
 
 
+@speaks_python
 def baseline(
     paths: Paths,
     *,
@@ -415,6 +423,7 @@ def baseline(
     )
 
 
+@speaks_python
 def convert(
     paths: Paths,
     output: PathLike,
@@ -456,6 +465,7 @@ def convert(
     return convert_dump(spec, target, compression, progress)
 
 
+@speaks_python
 def write_report(
     result: ReportDocument | AnalysisResult | ComparisonResult,
     path: PathLike,

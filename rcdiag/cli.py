@@ -19,6 +19,7 @@ from rcdiag.commands import (
     recommend,
     report,
     synth,
+    watch,
 )
 from rcdiag.commands._help import Command, Group, help_of
 from rcdiag.io.paths import printable
@@ -67,6 +68,7 @@ for _name, _command in (
     ("baseline", baseline.baseline),
     ("synth", synth.synth),
     ("convert", convert.convert),
+    ("watch", watch.watch),
 ):
     app.command(name=_name, cls=Command, help=help_of(_command))(_command)
 

@@ -205,6 +205,7 @@ def test_signatures_and_help_mirror_the_commands() -> None:
     api_only |= {"translate"}  # report's: recommend --framework
     cli_only = {"json_path", "html", "csv", "parquet", "quiet", "debug", "sort", "preset"}
     cli_only |= {"plotlyjs"}  # the API's write_report takes it
+    cli_only |= {"tensorboard", "mlflow", "wandb"}  # rcdiag.trackers
     cli_only |= {"config", "rule", "baseline_path", "junit", "markdown_path", "output"}
     group = typer.main.get_command(app)
     for name in ("analyze", "compare-presets", "report", "recommend", "check", "baseline"):

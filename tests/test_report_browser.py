@@ -33,7 +33,7 @@ SAMPLES = {
     "heavy_tails": ROOT / "sample_data" / "heavy_tails.parquet",
     "bf16": ROOT / "sample_data" / "bf16.parquet",
 }
-INSTALL = "apt-get update && apt-get install -y chromium"
+INSTALL = "apt-get update && apt-get install -y --no-install-recommends chromium"
 OFFLINE_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -121,13 +121,17 @@ def _report(sample: str, path: Path, plotlyjs: str | None = None) -> Path:
 LAYOUT_PROBE = """<script>
 window.addEventListener("load", function () { setTimeout(function () {
   var head = document.querySelector(".masthead"), verdict = document.getElementById("verdict");
-  var tables = Array.prototype.map.call(document.querySelectorAll(".presets-table"), function (t) {
-    return [t.scrollWidth, t.parentNode.clientWidth];
+  var tables = Array.prototype.map.call(document.querySelectorAll("table"), function (t) {
+    return [t.scrollWidth, t.parentNode.clientWidth, t.getBoundingClientRect().right];
+  });
+  var code = Array.prototype.map.call(document.querySelectorAll("pre"), function (p) {
+    return [p.id, p.scrollWidth, p.clientWidth];
   });
   var probe = document.createElement("script");
   probe.type = "application/json"; probe.id = "layout-probe";
   probe.textContent = JSON.stringify({
     page: document.documentElement.scrollWidth, window: window.innerWidth, tables: tables,
+    code: code,
     sticky: getComputedStyle(head).position, header: head.getBoundingClientRect().bottom,
     verdict: verdict.getBoundingClientRect().top
   });
@@ -227,8 +231,11 @@ def test_nothing_sits_off_screen_or_under_the_header(
     assert found is not None, "the layout probe did not run"
     layout = json.loads(htmllib.unescape(found.group(1)))
     assert layout["page"] <= layout["window"], "the page scrolls sideways"
-    for table, box in layout["tables"]:
-        assert table <= box, f"a preset table ({table} px) overflows its card ({box} px)"
+    for table, box, right in layout["tables"]:
+        assert table <= box, f"a table ({table} px) overflows its card ({box} px)"
+        assert right <= layout["window"], f"a table ends at {right} px, off-screen"
+    for name, content, box in layout["code"]:
+        assert content <= box, f"code block {name} hides {content - box} px behind a scroll"
     assert layout["verdict"] >= layout["header"] + 10, "the header covers the verdict card"
     if width < 1000:
         assert layout["sticky"] == "static"

@@ -25,6 +25,7 @@ from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe
 from rcdiag.model.tables import encode_table
+from rcdiag.run.argument_names import from_command_line
 from rcdiag.run.dump import DUMP_OPTIONS, DumpOption
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ class FittedConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:  # rich's setter, kept for its callers
         self._width, self._height = new_size
 
+    def _render_buffer(self, buffer: Any) -> str:
+        """Rich's text, without the spaces it pads lines with (they end up in files and pipes)."""
+        text = super()._render_buffer(buffer)
+        return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
 
 stdout = FittedConsole()
 stderr = FittedConsole(stderr=True)
@@ -85,7 +91,8 @@ stderr = FittedConsole(stderr=True)
 def cli_errors(debug: bool) -> Iterator[None]:
     """Turn library errors into one ``Error: …`` line and exit code 2 (a traceback with --debug)."""
     try:
-        yield
+        with from_command_line():
+            yield
     except RcdiagError as exc:
         if debug:
             raise

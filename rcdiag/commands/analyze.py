@@ -28,6 +28,7 @@ from rcdiag.commands._common import (
     parse_dialect,
     reads_dump,
     refuse_inside_dump,
+    stderr,
     stdout,
     write_output,
     write_table,
@@ -53,6 +54,7 @@ from rcdiag.commands._terminal import (
     status_text,
     warn_about_input,
 )
+from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.formatting import fmt
 from rcdiag.metrics.records import STEP_COLUMNS, worst_status
 from rcdiag.model import AnalysisResult, StepResult
@@ -82,12 +84,17 @@ def analyze(
     csv: CsvOption = None,
     parquet: ParquetOption = None,
     frameworks: FrameworksOption = None,
+    tensorboard: TensorboardOption = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
     """Compute every off-policy metric verl logs, per training step and overall, with verdicts."""
     with cli_errors(debug):
+        trackers = Trackers(tensorboard, mlflow, wandb)
+        trackers.check()
         tables = {"--csv": csv, "--parquet": parquet}
         extra = plotly_output(plotlyjs) if html is not None else {}
         written = outputs({"--json": json_path, "--html": html, **tables, **extra}, paths)
@@ -109,6 +116,7 @@ def analyze(
         for option, kind in (("--csv", "csv"), ("--parquet", "parquet")):
             if option in written:
                 write_table(written[option], document.to_arrow(), kind)
+        logged = trackers.publish(document)
     if not quiet:
         show(document)
         for option in ("--json", "--csv", "--parquet"):
@@ -116,6 +124,8 @@ def analyze(
                 wrote(written[option])
         if "--html" in written:
             wrote(written["--html"], ": open it in a browser")
+        for line in logged:
+            stderr.print(Text(line, style="dim"))
 
 
 def run_with_progress(paths: list[str], arguments: dict[str, Any], quiet: bool) -> AnalysisResult:

@@ -130,6 +130,8 @@ def show(document: ReportDocument) -> None:
         stdout.print(paragraph(expected_text(best.expected), indent=2, style="dim"))
     stdout.print(Text("Why (rules that fired, then the thresholds)", style="bold"))
     _bullets(best.reasons)
+    if rec.framework:  # asked for by --framework: before verl's own forms
+        show_translation(rec.framework)
     stdout.print(Text("\nverl YAML", style="bold"))
     _code(best.yaml)
     stdout.print(Text("\nPython", style="bold"))
@@ -156,8 +158,6 @@ def show(document: ReportDocument) -> None:
     overall = document.overall or {}
     if any((overall.get(name) or 0.0) < 0 for name in CHI2_METRICS):
         notes.append(CHI2_NOTE)
-    if rec.framework:
-        show_translation(rec.framework)
     for note in notes:
         stdout.print()
         stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))

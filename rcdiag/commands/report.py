@@ -34,9 +34,13 @@ from rcdiag.commands._report_document import (
     load_or_compute,
     plotly_output,
 )
+from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
+
+DEFAULT_PAGE = "report.html"
+"""Where the page goes without ``-o``: the current directory (and the command says so)."""
 
 
 def headline(document: ReportDocument) -> str:
@@ -61,8 +65,14 @@ def advice(document: ReportDocument) -> tuple[str, str] | None:
 def report(
     paths: OptionalPaths = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML report.")
-    ] = "report.html",
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help=f"Where to write the HTML report (default: ./{DEFAULT_PAGE}).",
+        ),
+    ] = None,
     from_json: FromOption = None,
     json_path: JsonOption = None,
     dialect: DialectOption = None,
@@ -70,6 +80,9 @@ def report(
     top: TopOption = DEFAULT_TOP_K,
     plotlyjs: PlotlyOption = "embed",
     frameworks: FrameworksOption = None,
+    tensorboard: TensorboardOption = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
@@ -83,8 +96,10 @@ def report(
         from rcdiag.assess.recommendation.ranking import UNMEASURED_LINE
         from rcdiag.run.documents import malformed_results
 
+        trackers = Trackers(tensorboard, mlflow, wandb)
+        trackers.check()
         written = outputs(
-            {"--output": output, "--json": json_path, **plotly_output(plotlyjs)},
+            {"--output": output or DEFAULT_PAGE, "--json": json_path, **plotly_output(plotlyjs)},
             paths,
             {"--from": from_json},
         )
@@ -95,6 +110,7 @@ def report(
             size = api.write_report(document, written["--output"], plotlyjs)
         if "--json" in written:
             write_output(written["--json"], document.to_json())
+        logged = trackers.publish(document)
     if quiet:
         return
     stdout.print(Text(printable(headline(document))))
@@ -104,6 +120,10 @@ def report(
         stdout.print(paragraph(Text(printable(use[1])), indent=2))
     if document.recommendation is not None and not document.recommendation.measured:
         stderr.print(Text(f"note: {UNMEASURED_LINE}"))
-    wrote(written["--output"], f" ({size / 1e6:.1f} MB): open it in a browser")
+    page = written["--output"] if output is not None else written["--output"].absolute()
+    given = "" if output is not None else "; no -o given"
+    wrote(page, f" ({size / 1e6:.1f} MB{given}): open it in a browser")
     if "--json" in written:
         wrote(written["--json"])
+    for line in logged:
+        stderr.print(Text(line, style="dim"))

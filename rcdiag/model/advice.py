@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, Number, Scalar, json_safe, safe_number
 
 
@@ -212,8 +213,8 @@ class Avoided(JsonRecord):
         )
 
 
-@dataclass(frozen=True)
-class Recommendation(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class Recommendation(Displayed, JsonRecord):
     """Which rollout-correction configuration to use for a dump, and why
     (docs/recommendation.md).
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rcdiag.dialects import Dialect
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, safe_numbers
 from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.parts import (
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-@dataclass(frozen=True)
-class AnalysisResult(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class AnalysisResult(Displayed, JsonRecord):
     """The result of ``rcdiag analyze``: every off-policy metric overall and per step, the status
     of the judged metrics and the diagnosis (``to_json()`` is the ``--json`` document).
 

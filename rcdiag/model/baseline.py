@@ -17,6 +17,7 @@ import numpy as np
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.metrics.ragged import F64
 from rcdiag.model.diagnosis import Diagnosis
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, Origin, json_safe, safe_numbers, shown
 from rcdiag.model.parts import Metrics, RunOptions, SourceInfo, StepResult, read_steps
 from rcdiag.model.tables import cached, polars_frame, step_table, to_pandas
@@ -37,8 +38,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, eq=False)
-class Baseline(JsonRecord):
+@dataclass(frozen=True, eq=False, repr=False)
+class Baseline(Displayed, JsonRecord):
     """A baseline document (module docstring).
 
     Attributes:

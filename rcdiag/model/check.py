@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.diagnosis import Diagnosis
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, json_safe
 from rcdiag.model.parts import Metrics
 from rcdiag.model.tables import cached, polars_frame, record_table, to_pandas
@@ -39,8 +40,8 @@ RULE_COLUMNS = (
 """The columns of :attr:`CheckResult.rules`, each a key of an entry of the document's ``rules``."""
 
 
-@dataclass(frozen=True, eq=False)
-class CheckResult(JsonRecord):
+@dataclass(frozen=True, eq=False, repr=False)
+class CheckResult(Displayed, JsonRecord):
     """What ``rcdiag check`` decides (``to_json()`` is the ``--json`` document).
 
     Attributes:

@@ -12,6 +12,7 @@ from rcdiag.dialects import Dialect
 from rcdiag.model.advice import Recommendation
 from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, Number
 from rcdiag.model.parts import SourceInfo, header, read_header
 from rcdiag.model.tables import (
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-@dataclass(frozen=True)
-class ComparisonResult(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class ComparisonResult(Displayed, JsonRecord):
     """The result of ``rcdiag compare-presets`` (``to_json()`` is the ``--json`` document).
 
     Attributes:

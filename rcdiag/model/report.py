@@ -17,6 +17,7 @@ from rcdiag.model.advice import Recommendation, Verdict
 from rcdiag.model.analysis import AnalysisResult
 from rcdiag.model.configuration import ConfigurationResult, SweepResult, read_presets
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
+from rcdiag.model.display import Displayed
 from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
 from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.parts import (
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-@dataclass(frozen=True)
-class ReportDocument(JsonRecord):
+@dataclass(frozen=True, repr=False)
+class ReportDocument(Displayed, JsonRecord):
     """Everything the HTML report shows (``to_json()`` is ``rcdiag report --json``).
 
     Attributes:

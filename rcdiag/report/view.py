@@ -45,7 +45,7 @@ def _position(value: float, scale: Mapping[str, Any]) -> float:
     return 100.0 * min(1.0, max(0.0, at))
 
 
-def _gauge_view(gauge: Mapping[str, Any]) -> dict[str, Any]:
+def gauge_view(gauge: Mapping[str, Any]) -> dict[str, Any]:
     scale = gauge["scale"]
     segments, start = [], 0.0
     for band in scale["bands"]:
@@ -87,7 +87,7 @@ def _ranges(metric: str) -> str:
     return " · ".join(r.label for r in references(metric))
 
 
-def _key_metrics(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+def key_metric_cards(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     overall = document.get("overall") or {}
     checks = {c["metric"]: c for c in document.get("checks") or []}
     cards = []
@@ -116,7 +116,7 @@ def _key_metrics(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     return cards
 
 
-def _summary_cells(summary: Mapping[str, Any] | None) -> list[str]:
+def summary_cells(summary: Mapping[str, Any] | None) -> list[str]:
     summary = summary or {}
     cells = []
     for key, _ in SUMMARY_COLUMNS:
@@ -162,7 +162,7 @@ def _preset_rows(document: Mapping[str, Any], recommendation: Mapping[str, Any])
             {
                 "name": p["name"],
                 "purpose": p.get("purpose", ""),
-                "cells": _summary_cells(summary),
+                "cells": summary_cells(summary),
                 "role": role_of.get(p["name"]),
                 "avoid": avoid_of.get(p["name"]),
                 "emptied": emptied,
@@ -179,7 +179,7 @@ def _sweep_views(document: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "title": sweep.get("title") or sweep.get("target"),
                 "key": sweep.get("key", sweep.get("target")),
                 "rows": [
-                    {"threshold": p["threshold"], "cells": _summary_cells(p.get("summary"))}
+                    {"threshold": p["threshold"], "cells": summary_cells(p.get("summary"))}
                     for p in sweep["points"]
                 ],
             }
@@ -226,7 +226,7 @@ def _offenders(document: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _causes(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+def cause_views(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     causes = (document.get("diagnosis") or {}).get("causes") or []
     shown = [
         {**c, "title": CAUSE_TITLES.get(c["id"], c["id"]), "summary": _capital(c["summary"])}
@@ -315,16 +315,16 @@ def view_model(document: Mapping[str, Any]) -> dict[str, Any]:
             "word": STATUS_WORDS.get(str(status), "No verdict"),
             "blurb": the_verdict.get("blurb", ""),
             "css": status or "none",
-            "gauges": [_gauge_view(g) for g in the_verdict.get("deciding") or []],
+            "gauges": [gauge_view(g) for g in the_verdict.get("deciding") or []],
         },
-        "causes": _causes(document),
+        "causes": cause_views(document),
         "recommendation": recommendation,
         "primary": choices[0] if choices else None,
         "alternatives": choices[1:],
         "rule_table": rule_table(),
         "glossary": GLOSSARY,
         "measured": recommendation.get("measured", True),
-        "metrics": _key_metrics(document),
+        "metrics": key_metric_cards(document),
         "charts": charts,
         "steps_note": steps_note(len(document.get("steps") or [])),
         "figures": figures,

@@ -42,10 +42,14 @@ class DumpSpec:
     """Keyword arguments of the file system of remote paths (:mod:`rcdiag.io.remote`)."""
     input_format: InputFormat = field(default_factory=InputFormat)
     """The files' format (``--format``) and whether pickles may be read (``--trust-pickle``)."""
+    cache: Path | None = None
+    """Where each file's finished consumers are kept between passes (:mod:`rcdiag.run.cache`)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+        if self.cache is not None and self.engine != "local":
+            raise UsageError("--cache: the cache serves the local engine only")
 
     def reader(
         self,
@@ -147,6 +151,13 @@ DUMP_OPTIONS: tuple[DumpOption, ...] = (
         kind=bool,
         default=False,
     ),
+    DumpOption(
+        "cache",
+        "--cache",
+        "Keep each file's finished results in DIR and read again only new or changed files "
+        "(a growing run; docs/scale.md).",
+        "DIR",
+    ),
 )
 """The dump options, in the order the help lists them: the one table from which the commands'
 flags are made (:func:`rcdiag.commands._common.reads_dump`); :class:`DumpArguments` types the same
@@ -178,6 +189,8 @@ class DumpArguments(TypedDict, total=False):
         format: the dump's format, when its paths do not tell (``--format``: parquet, slime,
             miles, nemo_rl, skyrl; docs/formats.md).
         trust_pickle: read pickle files, which can run code (SkyRL's dumps; ``--trust-pickle``).
+        cache: a directory where each file's finished results are kept, so that a pass over a
+            grown dump reads only its new or changed files (``--cache``; docs/scale.md).
     """
 
     step: int | Sequence[int] | None
@@ -192,6 +205,7 @@ class DumpArguments(TypedDict, total=False):
     storage_options: Mapping[str, Any] | None
     format: str | None
     trust_pickle: bool
+    cache: PathLike | None
 
 
 def as_paths(paths: Paths | None) -> list[str | Path]:
@@ -227,6 +241,7 @@ def dump_spec(
     ray_address: str | None = None,
     format: str | None = None,
     trust_pickle: bool = False,
+    cache: PathLike | None = None,
 ) -> DumpSpec:
     """Where a dump is and how to read it (the arguments of every function here).
 
@@ -254,6 +269,7 @@ def dump_spec(
         engine=engine,
         ray_address=ray_address,
         input_format=InputFormat(format, trust_pickle),
+        cache=None if cache is None else Path(os.fspath(cache)),
     )
 
 

@@ -39,6 +39,10 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         from rcdiag.run.ray import run_on_ray
 
         return run_on_ray(dump, request, progress)
+    if dump.cache is not None:
+        from rcdiag.run.cache import run_cached
+
+        return run_cached(dump, request, dump.cache, progress)
     consumers = Consumers.for_request(request)
     reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
     return consumers.finish(dump, reader)

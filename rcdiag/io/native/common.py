@@ -289,7 +289,7 @@ def load_pt(path: Path, trust_pickle: bool = False, mmap: bool = False) -> Any:
         if not trust_pickle:
             raise InputError(
                 f"{path}: holds objects torch.load(weights_only=True) refuses ({reason}); reading "
-                "them runs the file's pickle code: pass --trust-pickle (trust_pickle=True) only "
+                "them runs the file's pickle code: pass --trust-pickle only "
                 "for a file you trust"
             ) from None
     try:

@@ -113,8 +113,8 @@ def _state(path: Path) -> dict[str, Any]:
 def refuse_untrusted(path: Path) -> None:
     raise UsageError(
         f"{path}: is a pickle (SkyRL's dumped training batch), and loading a pickle can run any "
-        "code it holds; read it only if you trust where it comes from: pass --trust-pickle "
-        "(trust_pickle=True), or convert it once where you trust it (rcdiag convert)"
+        "code it holds; read it only if you trust where it comes from: pass --trust-pickle, or "
+        "convert it once where you trust it (rcdiag convert)"
     )
 
 
