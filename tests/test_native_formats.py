@@ -345,7 +345,7 @@ def test_two_formats_in_one_directory_need_format(tmp_path: Path) -> None:
     a = rcdiag.analyze(tmp_path, format="nemo_rl")
     b = rcdiag.analyze(tmp_path, format="parquet")
     close(comparable(a), comparable(b))
-    with pytest.raises(UsageError, match="^format 'verl'"):
+    with pytest.raises(UsageError, match=r"^format 'verl'"):
         rcdiag.analyze(tmp_path, format="verl")
     with pytest.raises(InputError, match="holds no SkyRL"):
         rcdiag.analyze(tmp_path, format="skyrl")
