@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rcdiag.analysis import AnalyzeOptions
+from rcdiag.argument_checks import check_arguments, check_report_output, configs_of, names
 from rcdiag.arguments import (
     PathLike,
     Paths,
@@ -111,6 +112,7 @@ def analyze(
     """
     from rcdiag.results import analyze_dump
 
+    check_arguments(locals())
     spec = spec_of(paths, locals())
     options = AnalyzeOptions(
         dialect=dialect_of(dialect) or DEFAULT_DIALECT, veto_threshold=veto_threshold
@@ -171,6 +173,8 @@ def compare_presets(
     from rcdiag.correction.sweep import build_sweep
     from rcdiag.results import compare_and_recommend
 
+    check_arguments(locals())
+    presets, configs = names("presets", presets), configs_of(configs)
     inline = dict(configs) if isinstance(configs, Mapping) else {}
     files = [] if isinstance(configs, Mapping) else [Path(os.fspath(c)) for c in configs]
     if grid is not None and sweep is None:
@@ -237,6 +241,7 @@ def report(
     """
     from rcdiag.report.run import ReportOptions, build_report_document, complete, load_document
 
+    check_arguments(locals())
     explicit = dialect_of(dialect)
     if top < 0:
         raise UsageError(f"top must be ≥ 0, got {top}")
@@ -289,6 +294,7 @@ def write_report(
     from rcdiag.report.render import write_html
     from rcdiag.report.run import document_of, page_json
 
+    check_report_output(result, path, plotlyjs)
     if isinstance(result, ReportDocument):
         document = result
     elif isinstance(result, AnalysisResult):

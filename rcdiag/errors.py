@@ -16,3 +16,11 @@ class InputError(RcdiagError):
 
 class UsageError(RcdiagError):
     """The command line or a configuration asks for something impossible."""
+
+
+class ArgumentError(UsageError, ValueError):
+    """A Python argument of the right type with a wrong value; the message names the argument.
+
+    Both a :class:`UsageError` (what rcdiag documents) and a :class:`ValueError` (what Python code
+    expects of a wrong value).
+    """

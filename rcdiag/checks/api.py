@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions
+from rcdiag.argument_checks import check_arguments, names, path_list
 from rcdiag.arguments import PathLike, Paths, Progress, dialect_of, documented, spec_of
 from rcdiag.checks.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
 from rcdiag.dialects import DEFAULT_DIALECT
@@ -70,6 +71,8 @@ def check(
     from rcdiag.checks.rules import RuleSet
     from rcdiag.checks.run import load_baseline, load_rules, run_check, settings_of
 
+    check_arguments(locals())
+    rules, configs = names("rules", rules) or [], path_list("configs", configs)
     rules_path = None if rules_file is None else Path(os.fspath(rules_file))
     ruleset = load_rules(rules_path, list(rules))
     if with_defaults:
@@ -139,6 +142,7 @@ def baseline(
     from rcdiag.pipeline import BootstrapRequest, Request, run
     from rcdiag.results import analysis_result
 
+    check_arguments(locals())
     if seed < 0:
         raise UsageError(f"seed must be ≥ 0, got {seed}")
     if not 10 <= replicates <= MAX_REPLICATES:

@@ -125,13 +125,7 @@ def discover(
         raw = local_path(given)
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in PARQUET_SUFFIXES
-                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-            )
+            inside = _parquet_files_under(path)
             if not inside:
                 raise InputError(f"{path}: directory holds no parquet file (*.parquet, *.pq)")
             found.extend(inside)
@@ -156,6 +150,35 @@ def discover(
             seen.add(identity)
             unique.append(item)
     return unique
+
+
+def _parquet_files_under(root: Path) -> list[Path]:
+    """Every parquet file under ``root`` (recursively, symbolic links to directories not followed),
+    sorted; names starting with ``.`` or ``_`` (and what is under them) are skipped.
+
+    Raises:
+        InputError: a directory under ``root`` cannot be listed (a part of the dump would be
+            silently left out).
+    """
+
+    def unreadable(exc: OSError) -> None:
+        where = exc.filename or root
+        raise InputError(
+            f"{where}: cannot list the directory ({exc.strerror or exc}); the dump would be read "
+            "in part"
+        )
+
+    found: list[Path] = []
+    for directory, subdirectories, files in os.walk(root, onerror=unreadable):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith((".", "_"))]
+        found.extend(
+            Path(directory, name)
+            for name in files
+            if not name.startswith((".", "_"))
+            and Path(name).suffix.lower() in PARQUET_SUFFIXES
+            and Path(directory, name).is_file()
+        )
+    return sorted(found)
 
 
 def _hive_step(path: DumpPath, step_column: str) -> int | None:

@@ -173,7 +173,21 @@ def padded_arrays(
         return rollout, old, np.ones(rollout.shape, dtype=bool)
     if mask.shape != rollout.shape:
         raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
-    return rollout, old, mask if mask.dtype == np.bool_ else mask != 0
+    if mask.dtype == np.bool_:
+        return rollout, old, mask
+    if not np.issubdtype(mask.dtype, np.number):
+        raise TypeError(f"response_mask has dtype {mask.dtype}; expected bool or integer")
+    if not np.issubdtype(mask.dtype, np.integer):
+        # the command line reads bool or integer masks only; a float mask is taken only when it
+        # is exactly 0/1 (a NaN would otherwise count as valid: NaN != 0)
+        bad = (mask != 0) & (mask != 1)
+        if bad.any():
+            row, position = (int(i[0]) for i in np.nonzero(bad))
+            raise ValueError(
+                f"response_mask is {mask.dtype} and holds {float(mask[row, position])} at row {row}, "
+                f"position {position}; expected a bool or integer mask (0/1)"
+            )
+    return rollout, old, mask != 0
 
 
 def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -181,6 +195,15 @@ def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
     offsets = np.zeros(lengths.size + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
+_CORE_ARGUMENT = {
+    "rollout_log_probs": "rollout_log_probs",
+    "old_log_probs": "old_log_probs",
+    "response_mask": "response_mask",
+    "step": "step",
+}
+"""The columns :func:`write_dump` writes itself, and the argument each comes from."""
 
 
 def write_dump(
@@ -220,6 +243,9 @@ def write_dump(
         >>> pq.read_table(out).column("old_log_probs").to_pylist()
         [[0.0, 0.0], [0.0]]
     """
+    from rcdiag.argument_checks import check_dump_writing
+
+    check_dump_writing(locals())
     rollout, old, mask = padded_arrays(
         _as_numpy(rollout_log_probs),
         _as_numpy(old_log_probs),
@@ -235,6 +261,11 @@ def write_dump(
         "step": pa.array(steps),
     }
     for name, values in (extra_columns or {}).items():
+        if name in columns:
+            raise ValueError(
+                f"extra_columns: {name!r} is a column write_dump writes itself (from "
+                f"{_CORE_ARGUMENT[name]}); give it there, or name the extra column otherwise"
+            )
         array = _as_numpy(values)
         if len(array) != rows:
             raise ValueError(f"extra column {name!r} has {len(array)} entries; expected {rows}")
