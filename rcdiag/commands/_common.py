@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import functools
+import glob
 import inspect
 import json
 import os
@@ -136,7 +138,8 @@ def outputs(
 ) -> dict[str, Path]:
     """The output paths of a run (option → path as typed), checked before anything is read
     (:func:`~rcdiag.io.paths.check_outputs`): none is a file of the ``dump`` or one of the
-    ``inputs`` (option → the path or paths it names), a directory, or another output's path.
+    ``inputs`` (option → the path or paths it names), a directory, another output's path, or a
+    parquet file inside a directory of the dump (:func:`refuse_inside_dump`).
     """
     read: dict[str, Iterable[Path]] = {}
     local = [p for p in dump or () if not is_remote(p)]  # a remote file is no local output
@@ -148,7 +151,9 @@ def outputs(
         read["a file of the dump"] = dump_files()
     for option, value in (inputs or {}).items():
         read[option] = [value] if isinstance(value, Path) else list(value or [])
-    return check_outputs(given, read)
+    checked = check_outputs(given, read)
+    refuse_inside_dump(checked, dump or ())  # every output, not only --csv and --parquet
+    return checked
 
 
 def write_table(path: Path, table: pa.Table, kind: str) -> None:
@@ -173,6 +178,13 @@ def refuse_inside_dump(given: Mapping[str, Path], dump: Sequence[str]) -> None:
         if path.suffix.lower() not in (".parquet", ".parq", ".pq"):
             continue
         for raw in dump:
+            if not is_remote(raw) and glob.has_magic(raw) and not Path(raw).exists():
+                if fnmatch.fnmatch(str(path.resolve()), str(Path(raw).resolve())):
+                    raise UsageError(
+                        f"{option} {printable(str(path))} matches {printable(raw)}, a pattern of "
+                        "the dump: the next run would read it as part of the dump (choose another "
+                        "path)"
+                    )
             if is_remote(raw) or not Path(raw).is_dir():
                 continue
             directory = Path(raw).resolve()
