@@ -178,8 +178,8 @@ def refuse_inside_dump(given: Mapping[str, Path], dump: Sequence[str]) -> None:
         if path.suffix.lower() not in (".parquet", ".parq", ".pq"):
             continue
         for raw in dump:
-            if not is_remote(raw) and glob.has_magic(raw) and not Path(raw).exists():
-                if fnmatch.fnmatch(str(path.resolve()), str(Path(raw).resolve())):
+            pattern = not is_remote(raw) and glob.has_magic(raw) and not Path(raw).exists()
+            if pattern and fnmatch.fnmatch(str(path.resolve()), str(Path(raw).resolve())):
                     raise UsageError(
                         f"{option} {printable(str(path))} matches {printable(raw)}, a pattern of "
                         "the dump: the next run would read it as part of the dump (choose another "
