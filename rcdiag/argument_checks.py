@@ -58,7 +58,14 @@ def text(name: str, value: Any) -> None:
     if not isinstance(value, str):
         raise _wrong_type(name, value, "a string or None")
     if not value.strip():
-        raise ArgumentError(f"{name}: empty string")
+        raise ArgumentError(f"{name}: empty string", name)
+
+
+def column(name: str, value: Any) -> None:
+    """A column name (a non-empty string), or None."""
+    if isinstance(value, str) and not value.strip():
+        raise ArgumentError(f"{name}: empty column name", name)
+    text(name, value)
 
 
 def number(name: str, value: Any, *, positive: bool = False, minimum: float | None = None) -> None:
@@ -68,11 +75,11 @@ def number(name: str, value: Any, *, positive: bool = False, minimum: float | No
     if not _is_number(value):
         raise _wrong_type(name, value, "a number or None")
     if not math.isfinite(float(value)):
-        raise ArgumentError(f"{name} must be a finite number, got {value!r}")
+        raise ArgumentError(f"{name} must be a finite number, got {value!r}", name)
     if positive and not value > 0:
-        raise ArgumentError(f"{name} must be > 0, got {value!r}")
+        raise ArgumentError(f"{name} must be > 0, got {value!r}", name)
     if minimum is not None and value < minimum:
-        raise ArgumentError(f"{name} must be ≥ {minimum:g}, got {value!r}")
+        raise ArgumentError(f"{name} must be ≥ {minimum:g}, got {value!r}", name)
 
 
 def integer(name: str, value: Any, *, minimum: int | None = None) -> None:
@@ -80,7 +87,7 @@ def integer(name: str, value: Any, *, minimum: int | None = None) -> None:
     if not _is_integer(value):
         raise _wrong_type(name, value, "an integer")
     if minimum is not None and value < minimum:
-        raise ArgumentError(f"{name} must be ≥ {minimum}, got {value!r}")
+        raise ArgumentError(f"{name} must be ≥ {minimum}, got {value!r}", name)
 
 
 def choice(name: str, value: Any, choices: Sequence[str], *, optional: bool = True) -> None:
@@ -90,7 +97,7 @@ def choice(name: str, value: Any, choices: Sequence[str], *, optional: bool = Tr
     if not isinstance(value, str):
         raise _wrong_type(name, value, "a string" + (" or None" if optional else ""))
     if value not in choices:
-        raise ArgumentError(f"{name} {value!r}: expected one of {', '.join(choices)}")
+        raise ArgumentError(f"{name} {value!r}: expected one of {', '.join(choices)}", name)
 
 
 def path(name: str, value: Any) -> None:
@@ -98,7 +105,7 @@ def path(name: str, value: Any) -> None:
     if value is not None and not _is_path(value):
         raise _wrong_type(name, value, "a path (str or os.PathLike)")
     if isinstance(value, str) and not value.strip():
-        raise ArgumentError(f"{name}: empty path")
+        raise ArgumentError(f"{name}: empty path", name)
 
 
 def paths(name: str, value: Any) -> None:
@@ -248,10 +255,10 @@ API_ARGUMENTS: dict[str, Checker] = {
     "veto_threshold": _positive,
     "step": step_argument,
     "steps": steps_argument,
-    "rollout_col": text,
-    "training_col": text,
-    "mask_col": text,
-    "step_col": text,
+    "rollout_col": column,
+    "training_col": column,
+    "mask_col": column,
+    "step_col": column,
     "drop_nonfinite": flag,
     "storage_options": mapping,
     "engine": _engine,
@@ -330,7 +337,7 @@ def compression_argument(name: str, value: Any) -> None:
 
     choice(name, value, PARQUET_CODECS, optional=False)
     if value != "none" and not pa.Codec.is_available(value):
-        raise ArgumentError(f"{name} {value!r}: this pyarrow build cannot write it")
+        raise ArgumentError(f"{name} {value!r}: this pyarrow build cannot write it", name)
 
 
 def check_dump_writing(arguments: Mapping[str, Any]) -> None:
@@ -356,3 +363,18 @@ def check_monitor(arguments: Mapping[str, Any]) -> tuple[list[str], dict[str, An
         if not isinstance(config, Mapping):
             raise _wrong_type(f"configs[{key!r}]", config, "a mapping of verl's keys")
     return presets, dict(configs or {})
+
+
+FLAGS = {"presets": "--preset", "rules": "--rule", "configs": "--config", "rules_file": "--rules"}
+"""Python arguments whose command-line flag is not ``--`` + the name with ``-`` for ``_``."""
+
+
+def command_line_message(error: BaseException) -> str:
+    """The message of an error, with the Python argument it names (``veto_threshold``) spelled as
+    the command line's flag (``--veto-threshold``): what the command line prints."""
+    text = str(error)
+    argument = getattr(error, "argument", None)
+    if not argument or not text.startswith(argument):
+        return text
+    flag = FLAGS.get(argument, "--" + argument.replace("_", "-"))
+    return flag + text[len(argument) :]

@@ -20,6 +20,8 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
+from rcdiag import process
+from rcdiag.argument_checks import command_line_message
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
 from rcdiag.frameworks.base import Framework
@@ -92,11 +94,15 @@ def cli_errors(debug: bool) -> Iterator[None]:
     except RcdiagError as exc:
         if debug:
             raise
-        _error(str(exc) or type(exc).__name__)
+        _error(command_line_message(exc) or type(exc).__name__)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    except KeyboardInterrupt:
-        _error("interrupted")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (rcdiag.process.Terminated)
+        raise typer.Exit(process.report_interrupt(exc)) from None
+    except MemoryError:
+        if debug:
+            raise
+        _error(process.OUT_OF_MEMORY)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except OSError as exc:  # an output we cannot write (a directory, no permission, disk full)
         if debug:
             raise
@@ -180,11 +186,11 @@ def refuse_inside_dump(given: Mapping[str, Path], dump: Sequence[str]) -> None:
         for raw in dump:
             pattern = not is_remote(raw) and glob.has_magic(raw) and not Path(raw).exists()
             if pattern and fnmatch.fnmatch(str(path.resolve()), str(Path(raw).resolve())):
-                    raise UsageError(
-                        f"{option} {printable(str(path))} matches {printable(raw)}, a pattern of "
-                        "the dump: the next run would read it as part of the dump (choose another "
-                        "path)"
-                    )
+                raise UsageError(
+                    f"{option} {printable(str(path))} matches {printable(raw)}, a pattern of "
+                    "the dump: the next run would read it as part of the dump (choose another "
+                    "path)"
+                )
             if is_remote(raw) or not Path(raw).is_dir():
                 continue
             directory = Path(raw).resolve()

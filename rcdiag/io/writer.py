@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.metrics.ragged import trimmed_lengths
+from rcdiag.process import signals_deferred
 
 ROW_GROUP_TOKENS = 1 << 20
 """Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
@@ -46,13 +47,31 @@ def _lock(fd: int) -> bool:
     return True
 
 
+TEMPORARY_EXTRA = len("..12345678.tmp")
+"""Bytes a temporary file's name adds to its target's name."""
+NAME_MAX = 255
+"""The longest file name most file systems take, in bytes."""
+
+
+def _temporary_stem(name: str) -> str:
+    """What a temporary file for the file ``name`` is named after: the name itself, or, when
+    the temporary name would be too long (a name of 242-255 bytes), its start and a hash of it."""
+    if len(os.fsencode(name)) + TEMPORARY_EXTRA <= NAME_MAX:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return f"{os.fsencode(name)[:100].decode('utf-8', 'ignore')}~{digest}"
+
+
 def remove_stale_temporary_files(target: Path) -> list[Path]:
     """Remove what killed runs left beside ``target``: files named like this module's temporary
     files for that target (``.NAME.XXXXXXXX.tmp``), regular, last modified before this process
     started and locked by no process (a writer holds a lock on its temporary file until it renames
     it). Anything else is left alone. Returns the removed paths.
     """
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    stem = _temporary_stem(target.name)
+    pattern = re.compile(rf"\.{re.escape(stem)}\.[a-z0-9_]{{8}}\.tmp")
     removed: list[Path] = []
     try:
         candidates = [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
@@ -119,11 +138,24 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporary_files(target)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise _naming_target(exc, target) from exc
-    _lock(fd)
-    handle = os.fdopen(fd, mode, **_text_options(mode))
+    tmp: str | None = None
+    try:
+        with signals_deferred():  # a Ctrl-C or SIGTERM never falls between creating and naming
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{_temporary_stem(target.name)}.", suffix=".tmp", dir=target.parent
+            )
+        _lock(fd)
+        handle = os.fdopen(fd, mode, **_text_options(mode))
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming_target(exc, target) from exc
+        raise
+    assert tmp is not None
     try:
         try:
             yield handle

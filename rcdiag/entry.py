@@ -1,0 +1,25 @@
+"""The ``rcdiag`` console script: sets the process up (:mod:`rcdiag.process`) before the command's
+modules load, so that Ctrl-C or SIGTERM during start-up is one ``Error:`` line too."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Run the command line (:func:`rcdiag.cli.main`)."""
+    from rcdiag import process
+
+    try:
+        process.prepare()
+        from rcdiag.cli import main as run_command_line
+    except KeyboardInterrupt as exc:
+        sys.exit(process.report_interrupt(exc))
+    except MemoryError:
+        print(f"Error: {process.OUT_OF_MEMORY}", file=sys.stderr)
+        sys.exit(2)
+    run_command_line()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The command-line process's edges: signals, a closed stdout, narrow terminal encodings, running
+out of memory (README.md, "Exit codes").
+
+* SIGTERM is handled as Ctrl-C is: the work stops, temporary files are removed (they are removed
+  on any exception, :func:`rcdiag.io.writer.atomic_write`), one ``Error:`` line says so, and the
+  exit code is 143 (130 for Ctrl-C).
+* A reader that goes away (``rcdiag analyze … | head -1``) ends nothing: what is still printed is
+  dropped, the run goes on (its output files are written) and exits with its own exit code.
+* stdout and stderr never fail on a character their encoding lacks (``PYTHONIOENCODING=ascii``):
+  it is written as a backslash escape.
+
+Nothing here imports more than the standard library: it runs before the command's modules load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any, TextIO
+
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT."""
+EXIT_TERMINATED = 143
+"""128 + SIGTERM."""
+
+OUT_OF_MEMORY = (
+    "out of memory: the process could not allocate what it needed (free memory, raise the "
+    "memory limit, or analyse fewer steps with --steps)"
+)
+"""The one line printed when memory runs out (exit 2)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises :class:`KeyboardInterrupt`, so that the
+    same clean-up runs."""
+
+    exit_code = EXIT_TERMINATED
+
+    def __str__(self) -> str:
+        return "terminated (SIGTERM)"
+
+
+_interrupts: list[KeyboardInterrupt] = []
+"""The interrupts received (SIGINT, SIGTERM), and whether one was reported."""
+_reported: list[bool] = []
+
+
+def exit_code_of(interrupt: BaseException | None) -> int:
+    """143 for SIGTERM, 130 for Ctrl-C."""
+    return int(getattr(interrupt, "exit_code", EXIT_INTERRUPTED))
+
+
+def report_interrupt(interrupt: BaseException | None = None) -> int:
+    """Print the one ``Error:`` line of an interrupt (once per process, however many layers see
+    it) and return its exit code; without an ``interrupt``, the last one received."""
+    if interrupt is None:
+        interrupt = _interrupts[-1] if _interrupts else KeyboardInterrupt()
+    if not _reported:
+        _reported.append(True)
+        print(f"Error: {str(interrupt) or 'interrupted'}", file=sys.stderr)
+    return exit_code_of(interrupt)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # clean-up runs once, undisturbed
+    _interrupts.append(Terminated())
+    raise _interrupts[-1]
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _interrupts.append(KeyboardInterrupt())
+    raise _interrupts[-1]
+
+
+class QuietPipe:
+    """A text stream that stops writing, silently, once its reader has gone (EPIPE): the rest is
+    dropped, the process goes on. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._close_pipe()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        """From now on the descriptor writes to /dev/null (so that the final flush at exit finds
+        no broken pipe either)."""
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def prepare() -> None:
+    """Set the process up for a command-line run (idempotent): SIGTERM raises :class:`Terminated`,
+    stdout survives its reader going away, and neither stream fails on an unencodable character.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupt)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")
+    if not isinstance(sys.stdout, QuietPipe) and sys.stdout is not None:
+        sys.stdout = QuietPipe(sys.stdout)  # type: ignore[assignment,unused-ignore]
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the block runs (they are delivered when it ends): a step
+    that must not be cut in two, such as creating a temporary file and remembering its name."""
+    if not hasattr(signal, "pthread_sigmask") or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
