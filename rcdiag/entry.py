@@ -15,8 +15,11 @@ def main() -> None:
         from rcdiag.cli import main as run_command_line
     except KeyboardInterrupt as exc:
         sys.exit(process.report_interrupt(exc))
-    except MemoryError:
-        print(f"Error: {process.OUT_OF_MEMORY}", file=sys.stderr)
+    except (MemoryError, ImportError) as exc:  # a library that cannot be mapped: no memory
+        reason = process.exhausted(exc)
+        if reason is None:
+            raise
+        print(f"Error: {reason}", file=sys.stderr)
         sys.exit(2)
     run_command_line()
 

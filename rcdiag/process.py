@@ -113,10 +113,42 @@ class QuietPipe:
         return getattr(self._stream, name)
 
 
+def _few_malloc_arenas_under_a_memory_limit() -> None:
+    """Under an address-space limit (``ulimit -v``), let glibc keep two malloc arenas instead of
+    one per thread (each reserves 64 MB of address space): otherwise a reading thread's C++
+    allocation fails with ``std::bad_alloc``, which aborts the process (exit 134) where a
+    :class:`MemoryError` would have been one line."""
+    try:
+        import ctypes
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return
+        m_arena_max = -8
+        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 2)
+    except (ImportError, OSError, ValueError, AttributeError):  # not glibc, not POSIX
+        return
+
+
+def exhausted(exc: BaseException) -> str | None:
+    """The one line for an error that is the machine running out of something (memory, shared
+    library mappings under a memory limit, file handles), else None."""
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "bad_alloc" in text or "Cannot allocate memory" in text:
+        return OUT_OF_MEMORY
+    if isinstance(exc, ImportError) and "failed to map segment" in text:
+        return OUT_OF_MEMORY
+    if "Too many open files" in text:
+        return "too many open files: the limit of open files (`ulimit -n`) is reached"
+    return None
+
+
 def prepare() -> None:
     """Set the process up for a command-line run (idempotent): SIGTERM raises :class:`Terminated`,
     stdout survives its reader going away, and neither stream fails on an unencodable character.
     """
+    _few_malloc_arenas_under_a_memory_limit()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

@@ -117,7 +117,8 @@ def cli_errors(debug: bool) -> Iterator[None]:
         if debug:
             raise
         _error(
-            f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
+            process.exhausted(exc)
+            or f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
         )
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
