@@ -11,6 +11,7 @@ def main() -> None:
     from rcdiag import process
 
     try:
+        process.check_start_up_memory()
         process.prepare()
         from rcdiag.cli import main as run_command_line
     except KeyboardInterrupt as exc:

@@ -28,6 +28,13 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 """128 + SIGTERM."""
 
+START_UP_ADDRESS_SPACE = 384 << 20
+"""The least address space (``ulimit -v``) rcdiag starts with: numpy, pyarrow and their threads
+map about 300 MB before the first byte of a dump is read."""
+
+THREAD_STACK = 2 << 20
+"""Bytes of stack each new thread gets under an address-space limit."""
+
 OUT_OF_MEMORY = (
     "out of memory: the process could not allocate what it needed (free memory, raise the "
     "memory limit, or analyse fewer steps with --steps)"
@@ -113,6 +120,37 @@ class QuietPipe:
         return getattr(self._stream, name)
 
 
+class StartUpMemory(MemoryError):
+    """The address-space limit leaves too little room for rcdiag's libraries to load."""
+
+
+def _address_space_limit() -> int | None:
+    """The soft address-space limit (``ulimit -v``) in bytes, None when there is none."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def check_start_up_memory() -> None:
+    """Refuse to start under an address-space limit below :data:`START_UP_ADDRESS_SPACE`: loading
+    pyarrow's C++ libraries there fails inside their static initialisers, which abort the process
+    (``std::bad_alloc``, exit 134) before any Python code can report it.
+
+    Raises:
+        StartUpMemory: naming the limit and what is needed.
+    """
+    limit = _address_space_limit()
+    if limit is not None and limit < START_UP_ADDRESS_SPACE:
+        raise StartUpMemory(
+            f"out of memory: the address-space limit (ulimit -v) is {limit >> 20} MB, below the "
+            f"{START_UP_ADDRESS_SPACE >> 20} MB rcdiag needs to start"
+        )
+
+
 def _few_malloc_arenas_under_a_memory_limit() -> None:
     """Under an address-space limit (``ulimit -v``), let glibc keep two malloc arenas instead of
     one per thread (each reserves 64 MB of address space): otherwise a reading thread's C++
@@ -125,8 +163,14 @@ def _few_malloc_arenas_under_a_memory_limit() -> None:
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft == resource.RLIM_INFINITY:
             return
+        libc = ctypes.CDLL("libc.so.6")
         m_arena_max = -8
-        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 2)
+        libc.mallopt(m_arena_max, 2)
+        # threads' stacks: 2 MB each instead of the stack limit's 8 MB of address space
+        attributes = ctypes.create_string_buffer(128)  # pthread_attr_t: 56 bytes on x86-64
+        if libc.pthread_getattr_default_np(attributes) == 0:
+            libc.pthread_attr_setstacksize(attributes, ctypes.c_size_t(THREAD_STACK))
+            libc.pthread_setattr_default_np(attributes)
     except (ImportError, OSError, ValueError, AttributeError):  # not glibc, not POSIX
         return
 
@@ -135,9 +179,13 @@ def exhausted(exc: BaseException) -> str | None:
     """The one line for an error that is the machine running out of something (memory, shared
     library mappings under a memory limit, file handles), else None."""
     text = str(exc)
+    if isinstance(exc, StartUpMemory):
+        return text
     if isinstance(exc, MemoryError) or "bad_alloc" in text or "Cannot allocate memory" in text:
         return OUT_OF_MEMORY
     if isinstance(exc, ImportError) and "failed to map segment" in text:
+        return OUT_OF_MEMORY
+    if "can't start new thread" in text:  # a thread's stack could not be mapped
         return OUT_OF_MEMORY
     if "Too many open files" in text:
         return "too many open files: the limit of open files (`ulimit -n`) is reached"
