@@ -194,7 +194,11 @@ def _own_process(case: CliCase, args: list[str], tmp: Path) -> tuple[int, str, s
         child.stdout.close()
         child.stdout = None
     stdout, stderr = child.communicate(timeout=EXHAUSTED_OR_TIMEOUT)
-    return child.returncode, (stdout or b"").decode(errors="replace"), stderr.decode(errors="replace")
+    return (
+        child.returncode,
+        (stdout or b"").decode(errors="replace"),
+        stderr.decode(errors="replace"),
+    )
 
 
 @contextlib.contextmanager
