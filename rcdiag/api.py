@@ -37,7 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rcdiag.analysis import AnalyzeOptions
-from rcdiag.argument_checks import check_arguments, check_report_output, configs_of, names
+from rcdiag.argument_checks import (
+    check_arguments,
+    check_report_output,
+    configs_of,
+    names,
+    python_names,
+)
 from rcdiag.arguments import (
     PathLike,
     Paths,
@@ -71,6 +77,7 @@ __all__ = [
 ]
 
 
+@python_names
 @documented
 def analyze(
     paths: Paths,
@@ -120,6 +127,7 @@ def analyze(
     return analyze_dump(spec, options, progress, frameworks_of(frameworks, "--frameworks"))
 
 
+@python_names
 @documented
 def compare_presets(
     paths: Paths,
@@ -196,6 +204,7 @@ def compare_presets(
     return compare_and_recommend(spec_of(paths, locals()), named, chosen, planned, progress)
 
 
+@python_names
 @documented
 def report(
     paths: Paths | None = None,
@@ -272,6 +281,7 @@ def report(
     return build_report_document(spec_of(paths, locals()), options, progress)
 
 
+@python_names
 def write_report(
     result: ReportDocument | AnalysisResult | ComparisonResult,
     path: PathLike,

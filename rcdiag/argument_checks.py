@@ -12,16 +12,19 @@ functions that take other arguments (``write_dump``, ``rcdiag.torch``) call the 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from rcdiag.errors import ArgumentError
+from rcdiag.errors import ArgumentError, UsageError
 
 Checker = Callable[[str, Any], None]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _shown(value: Any) -> str:
@@ -245,6 +248,13 @@ def _baseline(name: str, value: Any) -> None:
         path(name, value)
 
 
+def _fraction(name: str, value: Any) -> None:
+    """A number strictly between 0 and 1, or None."""
+    number(name, value)
+    if value is not None and not 0 < value < 1:
+        raise ArgumentError(f"{name} must be strictly between 0 and 1, got {value!r}", name)
+
+
 def _rules(name: str, value: Any) -> None:
     names(name, value)
 
@@ -278,8 +288,8 @@ API_ARGUMENTS: dict[str, Checker] = {
     "baseline": _baseline,
     "abs_tol": _at_least_zero,
     "rel_tol": _at_least_zero,
-    "confidence": number,
-    "trend_alpha": number,
+    "confidence": lambda name, value: _fraction(name, value),
+    "trend_alpha": lambda name, value: _fraction(name, value),
     "seed": _count,
     "replicates": lambda name, value: integer(name, value),
 }
@@ -365,7 +375,13 @@ def check_monitor(arguments: Mapping[str, Any]) -> tuple[list[str], dict[str, An
     return presets, dict(configs or {})
 
 
-FLAGS = {"presets": "--preset", "rules": "--rule", "configs": "--config", "rules_file": "--rules"}
+FLAGS = {
+    "presets": "--preset",
+    "rules": "--rule",
+    "configs": "--config",
+    "rules_file": "--rules",
+    "from_json": "--from",
+}
 """Python arguments whose command-line flag is not ``--`` + the name with ``-`` for ``_``."""
 
 
@@ -378,3 +394,29 @@ def command_line_message(error: BaseException) -> str:
         return text
     flag = FLAGS.get(argument, "--" + argument.replace("_", "-"))
     return flag + text[len(argument) :]
+
+
+_PYTHON_NAMES = {flag: name for name, flag in FLAGS.items()}
+_LEADING_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+
+
+def python_names(function: F) -> F:
+    """Make ``function`` (of :mod:`rcdiag.api`) name its arguments, not the command line's flags,
+    in the usage errors the code it shares with the commands raises (``--steps 'a:b': …`` becomes
+    ``steps 'a:b': …``). The error keeps its class; its ``argument`` is set, so the command line,
+    which calls the same function, prints the flag again (:func:`command_line_message`)."""
+
+    @functools.wraps(function)
+    def with_python_names(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except UsageError as exc:
+            match = _LEADING_FLAG.match(str(exc))
+            if match is None or getattr(exc, "argument", None):
+                raise
+            name = _PYTHON_NAMES.get(match[0], match[1].replace("-", "_"))
+            exc.args = (name + str(exc)[match.end() :], *exc.args[1:])
+            exc.argument = name  # type: ignore[attr-defined]
+            raise
+
+    return cast(F, with_python_names)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.analysis import AnalyzeOptions
-from rcdiag.argument_checks import check_arguments, names, path_list
+from rcdiag.argument_checks import check_arguments, names, path_list, python_names
 from rcdiag.arguments import PathLike, Paths, Progress, dialect_of, documented, spec_of
 from rcdiag.checks.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
 from rcdiag.dialects import DEFAULT_DIALECT
@@ -18,6 +18,7 @@ from rcdiag.errors import UsageError
 from rcdiag.model import Baseline, CheckResult
 
 
+@python_names
 @documented
 def check(
     paths: Paths,
@@ -103,6 +104,7 @@ def check(
     )
 
 
+@python_names
 @documented
 def baseline(
     paths: Paths,

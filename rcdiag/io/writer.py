@@ -186,6 +186,24 @@ def _as_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _argument_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a numpy array; what numpy cannot take (ragged lists) names the argument."""
+    try:
+        return _as_numpy(value)
+    except (ValueError, TypeError) as exc:
+        reason = str(exc).split(". ")[0]
+        raise ValueError(f"{name}: not a rectangular array of numbers ({reason})") from None
+
+
+def _step_column(step: np.ndarray, rows: int) -> np.ndarray:
+    """``step`` (one integer, or one per row) as an int64 column of ``rows`` entries."""
+    if step.dtype == np.bool_ or not np.issubdtype(step.dtype, np.integer):
+        raise TypeError(f"step must be an integer or one integer per row, got dtype {step.dtype}")
+    if step.ndim > 1 or (step.ndim == 1 and step.size != rows):
+        raise ValueError(f"step has shape {step.shape}; expected one integer or {rows} of them")
+    return np.broadcast_to(step.astype(np.int64), (rows,))
+
+
 def padded_arrays(
     rollout: np.ndarray, old: np.ndarray, mask: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -279,13 +297,13 @@ def write_dump(
 
     check_dump_writing(locals())
     rollout, old, mask = padded_arrays(
-        _as_numpy(rollout_log_probs),
-        _as_numpy(old_log_probs),
-        None if response_mask is None else _as_numpy(response_mask),
+        _argument_array("rollout_log_probs", rollout_log_probs),
+        _argument_array("old_log_probs", old_log_probs),
+        None if response_mask is None else _argument_array("response_mask", response_mask),
     )
     rows, width = rollout.shape
     lengths = trimmed_lengths(mask) if trim_padding else np.full(rows, width)
-    steps = np.broadcast_to(np.asarray(_as_numpy(step), dtype=np.int64), (rows,))
+    steps = _step_column(_argument_array("step", step), rows)
     columns: dict[str, Any] = {
         "rollout_log_probs": _list_column(rollout, lengths),
         "old_log_probs": _list_column(old, lengths),
