@@ -10,6 +10,10 @@ def main() -> None:
     """Run the command line (:func:`rcdiag.cli.main`)."""
     from rcdiag import process
 
+    gone = process.check_working_directory()
+    if gone is not None:
+        print(f"Error: {gone}", file=sys.stderr)
+        sys.exit(2)
     try:
         process.check_start_up_memory()
         process.prepare()

@@ -124,6 +124,20 @@ class StartUpMemory(MemoryError):
     """The address-space limit leaves too little room for rcdiag's libraries to load."""
 
 
+def check_working_directory() -> str | None:
+    """The one line for a current directory that no longer exists (removed under the shell), in
+    which no relative path can be read or written; None when it exists."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return (
+            "the current directory no longer exists (it was removed); cd to an existing directory"
+        )
+    except OSError:
+        return None
+    return None
+
+
 def _address_space_limit() -> int | None:
     """The soft address-space limit (``ulimit -v``) in bytes, None when there is none."""
     try:

@@ -72,10 +72,13 @@ class CliCase:
     head: bool = False
     """Read one line of stdout, then close it (``| head -1``)."""
     patch: Callable[[pytest.MonkeyPatch, Built], None] | None = None
+    removed_cwd: bool = False
+    """Run in a current directory removed under the process."""
 
     @property
     def own_process(self) -> bool:
-        return bool(self.env or self.limits or self.signal or self.head or "{port}" in self.args)
+        special = self.env or self.limits or self.signal or self.head or self.removed_cwd
+        return bool(special or "{port}" in self.args)
 
 
 def _unlistable(name: str) -> Callable[[pytest.MonkeyPatch, Built], None]:
@@ -158,6 +161,8 @@ CLI_CASES = [
             signal=signal.SIGINT),
     CliCase("closed-stdout", dump, ("analyze", "{dump}", "--json", "{tmp}/r.json"), 0, head=True,
             outputs=("r.json",)),
+    CliCase("removed-current-directory", dump, ("analyze", "{dump}", "--json", "r.json"), 2,
+            r"the current directory no longer exists", removed_cwd=True),
     # 12. the longest file names
     CliCase("255-byte-output-name", dump, ("analyze", "{dump}", "--json", "{tmp}/" + LONG_NAME, "-q"), 0,
             outputs=(LONG_NAME,)),
@@ -175,6 +180,10 @@ def _own_process(case: CliCase, args: list[str], tmp: Path) -> tuple[int, str, s
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         for which, value in case.limits:
             resource.setrlimit(which, (value, value))
+        if case.removed_cwd:
+            (tmp / "gone").mkdir()
+            os.chdir(tmp / "gone")
+            os.rmdir(tmp / "gone")
 
     env = {**os.environ, **case.env}
     child = subprocess.Popen(
