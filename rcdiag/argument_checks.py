@@ -199,14 +199,27 @@ def frameworks_argument(name: str, value: Any) -> None:
 
 
 def configs_argument(name: str, value: Any) -> None:
-    """``configs=``: paths of YAML files, or (compare_presets) a mapping name → keys."""
+    """``configs=``: paths of YAML files, or (compare_presets) a mapping name → keys, holding no
+    non-finite number."""
     if isinstance(value, Mapping):
         mapping(name, value)
         for key, config in value.items():
             if not isinstance(config, Mapping):
                 raise _wrong_type(f"{name}[{key!r}]", config, "a mapping of verl's keys")
+        _finite_configs(name, value)
         return
     path_list(name, value)
+
+
+def _finite_configs(name: str, configs: Mapping[str, Any]) -> None:
+    from rcdiag.io.documents import nonfinite_field
+
+    found = nonfinite_field(dict(configs))
+    if found is not None:
+        where, shown = found
+        raise ArgumentError(
+            f"{name}: {where} is {shown}; a configuration holds finite numbers", name
+        )
 
 
 def _engine(name: str, value: Any) -> None:
@@ -239,6 +252,12 @@ def _sweep_grid(name: str, value: Any) -> None:
     for item in value:
         if not (isinstance(item, str) or _is_number(item)):
             raise _wrong_type(f"an entry of {name}", item, "a number or a string")
+        try:
+            finite = math.isfinite(float(item))
+        except ValueError:  # not a number: the sweep says what it expects
+            continue
+        if not finite:
+            raise ArgumentError(f"{name} value {item!r}: a threshold must be a finite number", name)
 
 
 def _baseline(name: str, value: Any) -> None:
@@ -372,6 +391,7 @@ def check_monitor(arguments: Mapping[str, Any]) -> tuple[list[str], dict[str, An
     for key, config in (configs or {}).items():
         if not isinstance(config, Mapping):
             raise _wrong_type(f"configs[{key!r}]", config, "a mapping of verl's keys")
+    _finite_configs("configs", configs or {})
     return presets, dict(configs or {})
 
 

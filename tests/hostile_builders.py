@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,5 +160,24 @@ def snapshot(root: Path) -> dict[str, str]:
     for directory, _, names in os.walk(root):
         for name in names:
             path = Path(directory, name)
+            if not stat.S_ISREG(path.lstat().st_mode):  # a link or a FIFO: never read (it blocks)
+                files[str(path.relative_to(root))] = f"not a regular file: {path.lstat().st_mode}"
+                continue
             files[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return files
+
+
+def with_entry(kind: str) -> Builder:
+    """A dump directory holding, among its parts, a ``kind`` ("dangling" symbolic link or "fifo")
+    named like a parquet file."""
+
+    def build(tmp: Path) -> Built:
+        built = dump(tmp)
+        odd = built["dump"] / "step=1" / "part-1.parquet"
+        if kind == "fifo":
+            os.mkfifo(odd)
+        else:
+            odd.symlink_to(tmp / "in" / "nowhere.parquet")
+        return built
+
+    return build

@@ -44,6 +44,7 @@ from tests.hostile_builders import (
     snapshot,
     text_file,
     unused_port,
+    with_entry,
 )
 
 ENTRY = "from rcdiag.entry import main; main()"
@@ -105,7 +106,14 @@ CLI_CASES = [
     CliCase("unlistable-subdirectory", dump, ("analyze", "{dump}"), 2,
             r"step=1: cannot list the directory \(Permission denied\)",
             patch=_unlistable("step=1")),
-    # 2. non-finite numbers in documents rcdiag reads
+    CliCase("dangling-link-in-dump", with_entry("dangling"), ("analyze", "{dump}"), 2,
+            r"part-1\.parquet: is a broken symbolic link, not a parquet file; the dump would be read in part"),
+    CliCase("fifo-in-dump", with_entry("fifo"), ("analyze", "{dump}"), 2, r"part-1\.parquet: is a FIFO"),
+    # 2. non-finite numbers in documents rcdiag reads (and in flags)
+    CliCase("veto-infinite", dump, ("analyze", "{dump}", "--veto-threshold", "inf"), 2,
+            r"--veto-threshold must be a finite number"),
+    CliCase("grid-infinite", dump, ("compare-presets", "{dump}", "--sweep", "seq_mean_k1", "--grid", "inf"), 2,
+            r"--grid value 'inf': a threshold must be a finite number"),
     CliCase("baseline-infinity", baseline_with("Infinity"),
             ("check", "{dump}", "--baseline", "{baseline}"), 2, r"baseline\.json: field overall\.\"rollout_corr/k3_kl\" " + NONFINITE),
     CliCase("baseline-nan", baseline_with("NaN"),
@@ -323,6 +331,9 @@ API_CASES = [
     ApiCase("frameworks-value", lambda b: rcdiag.analyze(b["dump"], frameworks="bogus"), UsageError, r"^frameworks: unknown framework 'bogus'"),
     ApiCase("sweep-value", lambda b: rcdiag.compare_presets(b["dump"], sweep="bogus"), UsageError, r"^sweep 'bogus' is not available"),
     ApiCase("confidence-value", lambda b: rcdiag.check(b["dump"], confidence=2.0), ValueError, r"^confidence must be strictly between 0 and 1"),
+    ApiCase("inline-config-infinite", lambda b: rcdiag.compare_presets(b["dump"], configs={"m": {"rollout_is": "token", "rollout_is_threshold": float("inf")}}),
+            ValueError, r"^configs: m\.rollout_is_threshold is Infinity"),
+    ApiCase("torch-config-nan", lambda b: _torch().preset_metrics({"rollout_is": "token", "rollout_is_threshold": float("nan")}, B, B), ValueError, r"rollout_is_threshold is NaN"),
     ApiCase("top-type", lambda b: rcdiag.report(b["dump"], top="5"), TypeError, r"^top must be an integer"),
     ApiCase("replicates-type", lambda b: rcdiag.baseline(b["dump"], replicates=2.5), TypeError, r"^replicates must be an integer"),
     ApiCase("seed-value", lambda b: rcdiag.baseline(b["dump"], seed=-1), ValueError, r"^seed must be ≥ 0"),

@@ -173,13 +173,16 @@ def _parquet_files_under(root: Path) -> list[Path]:
     found: list[Path] = []
     for directory, subdirectories, files in os.walk(root, onerror=unreadable):
         subdirectories[:] = [d for d in subdirectories if not d.startswith((".", "_"))]
-        found.extend(
-            Path(directory, name)
-            for name in files
-            if not name.startswith((".", "_"))
-            and Path(name).suffix.lower() in PARQUET_SUFFIXES
-            and Path(directory, name).is_file()
-        )
+        for name in files:
+            if name.startswith((".", "_")) or Path(name).suffix.lower() not in PARQUET_SUFFIXES:
+                continue
+            path = Path(directory, name)
+            if not path.is_file():  # a part of the dump that cannot be read: never skipped
+                kind = file_kind(path) or "a broken symbolic link"
+                raise InputError(
+                    f"{path}: is {kind}, not a parquet file; the dump would be read in part"
+                )
+            found.append(path)
     return sorted(found)
 
 

@@ -237,6 +237,8 @@ def preset_metrics(
             f"{type(preset_or_config).__name__}"
         )
     check_monitor({"dialect": dialect, "drop_nonfinite": drop_nonfinite})
+    if not isinstance(preset_or_config, str):
+        check_monitor({"configs": {"preset_or_config": preset_or_config}})
     if isinstance(preset_or_config, str):
         name, monitor = preset_or_config, Monitor([preset_or_config], dialect=dialect)
     else:
