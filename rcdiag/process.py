@@ -1,9 +1,10 @@
 """The command-line process's edges: signals, a closed stdout, narrow terminal encodings, running
 out of memory (README.md, "Exit codes").
 
-* SIGTERM is handled as Ctrl-C is: the work stops, temporary files are removed (they are removed
-  on any exception, :func:`rcdiag.io.writer.atomic_write`), one ``Error:`` line says so, and the
-  exit code is 143 (130 for Ctrl-C).
+* SIGTERM (and SIGHUP, unless ignored as ``nohup`` does) is handled as Ctrl-C is: the work stops,
+  temporary files are removed (they are removed on any exception,
+  :func:`rcdiag.io.writer.atomic_write`), one ``Error:`` line says so, and the exit code is 143
+  (129 for SIGHUP, 130 for Ctrl-C).
 * A reader that goes away (``rcdiag analyze … | head -1``) ends nothing: what is still printed is
   dropped, the run goes on (its output files are written) and exits with its own exit code.
 * stdout and stderr never fail on a character their encoding lacks (``PYTHONIOENCODING=ascii``):
@@ -52,6 +53,15 @@ class Terminated(KeyboardInterrupt):
         return "terminated (SIGTERM)"
 
 
+class HungUp(KeyboardInterrupt):
+    """SIGHUP (the terminal closed), handled as SIGTERM is; exit 129."""
+
+    exit_code = 129
+
+    def __str__(self) -> str:
+        return "hung up (SIGHUP: the terminal closed)"
+
+
 _interrupts: list[KeyboardInterrupt] = []
 """The interrupts received (SIGINT, SIGTERM), and whether one was reported."""
 _reported: list[bool] = []
@@ -74,9 +84,17 @@ def report_interrupt(interrupt: BaseException | None = None) -> int:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # clean-up runs once, undisturbed
-    _interrupts.append(Terminated())
+    for handled in STOPPING_SIGNALS:  # clean-up runs once, undisturbed
+        signal.signal(handled, signal.SIG_IGN)
+    _interrupts.append(STOPPING_SIGNALS[signal.Signals(signum)]())
     raise _interrupts[-1]
+
+
+STOPPING_SIGNALS: dict[signal.Signals, type[KeyboardInterrupt]] = {signal.SIGTERM: Terminated}
+"""Signals that stop a run as Ctrl-C does, each with the exception it raises in the main thread
+(SIGHUP only where it is not ignored: ``nohup`` keeps a run going)."""
+if hasattr(signal, "SIGHUP"):
+    STOPPING_SIGNALS[signal.SIGHUP] = HungUp
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -212,7 +230,9 @@ def prepare() -> None:
     """
     _few_malloc_arenas_under_a_memory_limit()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+        for stopping in STOPPING_SIGNALS:
+            if stopping == signal.SIGTERM or signal.getsignal(stopping) == signal.SIG_DFL:
+                signal.signal(stopping, _terminate)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _interrupt)
     for name in ("stdout", "stderr"):
@@ -232,7 +252,7 @@ def signals_deferred() -> Iterator[None]:
     ):
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
+    held = {signal.SIGINT, *STOPPING_SIGNALS}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield

@@ -167,6 +167,9 @@ CLI_CASES = [
     CliCase("sigint-while-writing", big_dump, ("synth", "{tmp}/out/s.parquet", "--steps", "60",
             "--rows-per-step", "256", "--mean-length", "256"), 130, r"^Error: interrupted$",
             signal=signal.SIGINT),
+    CliCase("sighup-while-writing", big_dump, ("synth", "{tmp}/out/s.parquet", "--steps", "60",
+            "--rows-per-step", "256", "--mean-length", "256"), 129, r"hung up \(SIGHUP",
+            signal=signal.SIGHUP),
     CliCase("closed-stdout", dump, ("analyze", "{dump}", "--json", "{tmp}/r.json"), 0, head=True,
             outputs=("r.json",)),
     CliCase("removed-current-directory", dump, ("analyze", "{dump}", "--json", "r.json"), 2,
@@ -184,8 +187,9 @@ def _fill(args: tuple[str, ...], names: dict[str, Any]) -> list[str]:
 def _own_process(case: CliCase, args: list[str], tmp: Path) -> tuple[int, str, str]:
     def limit() -> None:
         # a test runner's workers may ignore or block SIGINT, and children inherit both
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        for default in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(default, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         for which, value in case.limits:
             resource.setrlimit(which, (value, value))
         if case.removed_cwd:
