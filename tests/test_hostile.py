@@ -148,6 +148,9 @@ CLI_CASES = [
     # 7. the network: a server that never answers, a port nobody listens on
     CliCase("silent-server", dump, ("analyze", "http://127.0.0.1:{port}/run.parquet", "--storage-option",
             "read_timeout=1", "--storage-option", "connect_timeout=1"), 2, r"network timeout"),
+    CliCase("silent-s3-endpoint", dump, ("analyze", "s3://bucket/run/", "--storage-option", "endpoint_url=http://127.0.0.1:{port}",
+            "--storage-option", "read_timeout=1", "--storage-option", "connect_timeout=1"), 2, r"network timeout",
+            env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}),
     CliCase("refused-connection", dump, ("analyze", "http://127.0.0.1:{closed}/run.parquet"), 2,
             r"network failure: .*Cannot connect|network failure"),
     CliCase("flag-named-on-the-command-line", dump, ("analyze", "{dump}", "--steps", "a:b"), 2, r"^Error: --steps 'a:b': expected A:B"),

@@ -21,6 +21,9 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 """Seconds to wait for the next bytes of an answer."""
 
+NETWORK_ATTEMPTS = 2
+"""Attempts of a request to an object store (s3://) before its failure is reported."""
+
 TIMEOUT_KEYS = ("connect_timeout", "read_timeout")
 
 
@@ -49,6 +52,8 @@ def with_timeouts(protocol: str, options: Mapping[str, Any]) -> dict[str, Any]:
         config = dict(out.get("config_kwargs") or {})
         config.setdefault("connect_timeout", connect)
         config.setdefault("read_timeout", read)
+        # a few attempts, not botocore's five times s3fs's five: a silent endpoint stays bounded
+        config.setdefault("retries", {"max_attempts": NETWORK_ATTEMPTS, "mode": "standard"})
         out["config_kwargs"] = config
     elif protocol == "gs":
         import aiohttp
@@ -97,3 +102,10 @@ def network_reason(exc: BaseException) -> str | None:
         if isinstance(cause, (ConnectionError, socket.gaierror)) or name in _CONNECT_NAMES:
             return f"network failure: {name}: {text}"
     return None
+
+
+def bound_retries(fs: Any) -> None:
+    """Let a file system that retries failed requests on its own (s3fs: five times, each with
+    botocore's own attempts) try :data:`NETWORK_ATTEMPTS` times."""
+    if type(fs).__module__.startswith("s3fs") and isinstance(getattr(fs, "retries", None), int):
+        fs.retries = min(fs.retries, NETWORK_ATTEMPTS)

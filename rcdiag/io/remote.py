@@ -26,7 +26,7 @@ from typing import IO, Any
 from urllib.parse import unquote, urlparse
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.network import network_reason, with_timeouts
+from rcdiag.io.network import bound_retries, network_reason, with_timeouts
 
 BLOCK_SIZE = 8 << 20
 """Bytes fetched ahead per request when a remote file is read (a bounded read-ahead buffer)."""
@@ -179,6 +179,7 @@ def filesystem(raw: str, storage_options: Mapping[str, Any] | None = None) -> tu
     try:
         # a fresh instance: a cached one would keep the endpoint and listings of an earlier call
         fs, key = fsspec.core.url_to_fs(url, skip_instance_cache=True, **options)
+        bound_retries(fs)
     except (ImportError, UsageError):
         raise
     except Exception as exc:
