@@ -94,6 +94,7 @@ def main() -> None:
     SIGTERM, a closed stdout and narrow encodings are handled (:mod:`rcdiag.process`)."""
     process.prepare()
     _reuse_freed_memory()
+    interrupts_before = process.printed_interrupts()
     try:
         code = app(standalone_mode=False)
     except USAGE_ERRORS as exc:
@@ -109,7 +110,7 @@ def main() -> None:
         print(f"Error: {process.OUT_OF_MEMORY}", file=sys.stderr)
         sys.exit(2)
     if code == process.EXIT_INTERRUPTED:  # typer's own exit on an interrupt it caught, silently
-        code = process.report_interrupt()
+        code = process.report_interrupt(unless_printed_since=interrupts_before)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -64,7 +64,8 @@ class HungUp(KeyboardInterrupt):
 
 _interrupts: list[KeyboardInterrupt] = []
 """The interrupts received (SIGINT, SIGTERM), and whether one was reported."""
-_reported: list[bool] = []
+_printed: list[BaseException] = []
+"""The interrupts whose line was printed, in order."""
 
 
 def exit_code_of(interrupt: BaseException | None) -> int:
@@ -72,13 +73,30 @@ def exit_code_of(interrupt: BaseException | None) -> int:
     return int(getattr(interrupt, "exit_code", EXIT_INTERRUPTED))
 
 
-def report_interrupt(interrupt: BaseException | None = None) -> int:
-    """Print the one ``Error:`` line of an interrupt (once per process, however many layers see
-    it) and return its exit code; without an ``interrupt``, the last one received."""
+def printed_interrupts() -> int:
+    """How many interrupt lines were printed so far (see :func:`report_interrupt`)."""
+    return len(_printed)
+
+
+def report_interrupt(
+    interrupt: BaseException | None = None, *, unless_printed_since: int | None = None
+) -> int:
+    """Print the one ``Error:`` line of an interrupt (once, however many layers see it) and return
+    its exit code.
+
+    Args:
+        interrupt: the exception; None: the last interrupt received (a layer that only saw the
+            exit code 130).
+        unless_printed_since: print nothing when an interrupt line was printed after
+            :func:`printed_interrupts` returned this.
+    """
     if interrupt is None:
         interrupt = _interrupts[-1] if _interrupts else KeyboardInterrupt()
-    if not _reported:
-        _reported.append(True)
+    seen = any(interrupt is done for done in _printed)
+    if unless_printed_since is not None and len(_printed) > unless_printed_since:
+        seen = True
+    if not seen:
+        _printed.append(interrupt)
         print(f"Error: {str(interrupt) or 'interrupted'}", file=sys.stderr)
     return exit_code_of(interrupt)
 

@@ -381,3 +381,25 @@ def test_hostile_python_call(case: ApiCase, tmp_path: Path) -> None:
         with pytest.raises(case.error, match=case.message):
             case.call(built)
     assert snapshot(tmp_path) == before, "an input changed or a file was left"
+
+
+def test_every_interrupted_run_of_a_process_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process runs (a notebook, a test) each print their own line, Ctrl-C and SIGTERM alike."""
+    from rcdiag import api
+    from rcdiag.process import Terminated
+
+    built = dump(tmp_path)
+    for raised, code, line in [
+        (KeyboardInterrupt(), 130, "Error: interrupted"),
+        (KeyboardInterrupt(), 130, "Error: interrupted"),
+        (Terminated(), 143, "Error: terminated (SIGTERM)"),
+    ]:
+
+        def interrupted(*args: Any, exc: BaseException = raised, **kwargs: Any) -> Any:
+            raise exc
+
+        monkeypatch.setattr(api, "analyze", interrupted)
+        done = CliRunner().invoke(app, ["analyze", str(built["dump"])])
+        assert (done.exit_code, done.stderr.strip()) == (code, line)
