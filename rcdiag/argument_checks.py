@@ -12,19 +12,30 @@ functions that take other arguments (``write_dump``, ``rcdiag.torch``) call the 
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 
-from rcdiag.errors import ArgumentError, UsageError
+from rcdiag.argument_names import command_line_message, python_names
+from rcdiag.errors import ArgumentError
 
 Checker = Callable[[str, Any], None]
-F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = [
+    "API_ARGUMENTS",
+    "check_arguments",
+    "check_dump_writing",
+    "check_monitor",
+    "check_report_output",
+    "command_line_message",
+    "configs_of",
+    "names",
+    "path_list",
+    "python_names",
+]
 
 
 def _shown(value: Any) -> str:
@@ -393,50 +404,3 @@ def check_monitor(arguments: Mapping[str, Any]) -> tuple[list[str], dict[str, An
             raise _wrong_type(f"configs[{key!r}]", config, "a mapping of verl's keys")
     _finite_configs("configs", configs or {})
     return presets, dict(configs or {})
-
-
-FLAGS = {
-    "presets": "--preset",
-    "rules": "--rule",
-    "configs": "--config",
-    "rules_file": "--rules",
-    "from_json": "--from",
-}
-"""Python arguments whose command-line flag is not ``--`` + the name with ``-`` for ``_``."""
-
-
-def command_line_message(error: BaseException) -> str:
-    """The message of an error, with the Python argument it names (``veto_threshold``) spelled as
-    the command line's flag (``--veto-threshold``): what the command line prints."""
-    text = str(error)
-    argument = getattr(error, "argument", None)
-    if not argument or not text.startswith(argument):
-        return text
-    flag = FLAGS.get(argument, "--" + argument.replace("_", "-"))
-    return flag + text[len(argument) :]
-
-
-_PYTHON_NAMES = {flag: name for name, flag in FLAGS.items()}
-_LEADING_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
-
-
-def python_names(function: F) -> F:
-    """Make ``function`` (of :mod:`rcdiag.api`) name its arguments, not the command line's flags,
-    in the usage errors the code it shares with the commands raises (``--steps 'a:b': …`` becomes
-    ``steps 'a:b': …``). The error keeps its class; its ``argument`` is set, so the command line,
-    which calls the same function, prints the flag again (:func:`command_line_message`)."""
-
-    @functools.wraps(function)
-    def with_python_names(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except UsageError as exc:
-            match = _LEADING_FLAG.match(str(exc))
-            if match is None or getattr(exc, "argument", None):
-                raise
-            name = _PYTHON_NAMES.get(match[0], match[1].replace("-", "_"))
-            exc.args = (name + str(exc)[match.end() :], *exc.args[1:])
-            exc.argument = name  # type: ignore[attr-defined]
-            raise
-
-    return cast(F, with_python_names)
