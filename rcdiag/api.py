@@ -37,6 +37,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rcdiag.argument_checks import (
+    check_arguments,
+    check_report_output,
+    configs_of,
+    names,
+    path_list,
+)
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.metrics.analysis import AnalyzeOptions
@@ -51,7 +58,6 @@ from rcdiag.model import (
     ReportDocument,
 )
 from rcdiag.report import notebook as _notebook  # noqa: F401 (results draw themselves in notebooks)
-from rcdiag.run.argument_names import speaks_python
 from rcdiag.run.dump import (
     DumpArguments,
     PathLike,
@@ -62,6 +68,7 @@ from rcdiag.run.dump import (
     spec_of,
 )
 from rcdiag.run.plans import frameworks_of
+from rcdiag.run.python_words import speaks_python
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -118,6 +125,7 @@ def analyze(
         InputError: unreadable input, or a dump (or step selection) without any valid token.
         UsageError: a bad argument.
     """
+    check_arguments({**locals(), **dump})
     from rcdiag.run.results import analyze_dump
 
     spec = spec_of(paths, dump, "analyze")
@@ -170,6 +178,8 @@ def compare_presets(
     Raises:
         InputError: unreadable input. UsageError: an unknown preset, a bad configuration.
     """
+    check_arguments({**locals(), **dump})
+    presets, configs = names("presets", presets), configs_of(configs)
     from rcdiag.run.plans import comparison_plan
     from rcdiag.run.results import compare_and_recommend
 
@@ -219,6 +229,7 @@ def report(
     Raises:
         InputError: unreadable input. UsageError: both or neither of a dump and ``from_json``.
     """
+    check_arguments({**locals(), **dump})
     from rcdiag.run.documents import ReportOptions, build_report_document
     from rcdiag.run.plans import report_from_json, report_target
 
@@ -340,6 +351,8 @@ def check(
     Raises:
         InputError: unreadable input. UsageError: a bad rule, an incompatible baseline.
     """
+    check_arguments({**locals(), **dump})
+    rules, configs = names("rules", rules) or [], path_list("configs", configs)
     from rcdiag.checks.rules import RuleSet
     from rcdiag.run.check import load_baseline, load_rules, run_check, settings_of
 
@@ -401,6 +414,7 @@ def baseline(
     Raises:
         InputError: unreadable input. UsageError: a bad seed or number of replicates.
     """
+    check_arguments({**locals(), **dump})
     from rcdiag.checks.baseline import make_baseline
     from rcdiag.metrics.bootstrap import BASELINE_STREAM, MAX_REPLICATES
     from rcdiag.run.consumers import BootstrapRequest, Request
@@ -450,6 +464,7 @@ def convert(
     Raises:
         InputError: unreadable input (nothing is written). UsageError: a bad argument.
     """
+    check_arguments({**locals(), **dump})
     from rcdiag.io.paths import PARQUET_SUFFIXES, check_outputs
     from rcdiag.io.remote import is_remote
     from rcdiag.run.convert import convert_dump
@@ -483,6 +498,7 @@ def write_report(
             cannot be written.
         OSError: writing failed (the disk is full, say); any file at ``path`` is left as it was.
     """
+    check_report_output(result, path, plotlyjs)
     from rcdiag.io.paths import check_outputs
     from rcdiag.io.remote import is_remote
     from rcdiag.report.render import write_html

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rcdiag import __version__, _threads  # noqa: F401  (before numpy is imported)
+from rcdiag import __version__, _threads, process  # noqa: F401  (before numpy is imported)
 from rcdiag.commands import (
     analyze,
     baseline,
@@ -94,8 +94,11 @@ def _reuse_freed_memory() -> None:
 
 
 def main() -> None:
-    """Console-script entry point: every error, usage errors included, is one ``Error:`` line."""
+    """Console-script entry point: every error, usage errors included, is one ``Error:`` line;
+    SIGTERM, a closed stdout and narrow encodings are handled (:mod:`rcdiag.process`)."""
+    process.prepare()
     _reuse_freed_memory()
+    interrupts_before = process.printed_interrupts()
     try:
         code = app(standalone_mode=False)
     except USAGE_ERRORS as exc:
@@ -103,9 +106,15 @@ def main() -> None:
         if message:  # empty when the help itself was shown (no arguments)
             print(f"Error: {printable(message)} (see --help)", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("Error: aborted", file=sys.stderr)
-        sys.exit(130)
+    except typer.Abort as exc:  # Ctrl-C (or SIGTERM) outside a command's own error handling
+        sys.exit(process.report_interrupt(exc.__cause__))
+    except KeyboardInterrupt as exc:
+        sys.exit(process.report_interrupt(exc))
+    except MemoryError:
+        print(f"Error: {process.OUT_OF_MEMORY}", file=sys.stderr)
+        sys.exit(2)
+    if code == process.EXIT_INTERRUPTED:  # typer's own exit on an interrupt it caught, silently
+        code = process.report_interrupt(unless_printed_since=interrupts_before)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -16,3 +16,16 @@ class InputError(RcdiagError):
 
 class UsageError(RcdiagError):
     """The command line or a configuration asks for something impossible."""
+
+
+class ArgumentError(UsageError, ValueError):
+    """A Python argument of the right type with a wrong value; the message names the argument.
+
+    Both a :class:`UsageError` (what rcdiag documents) and a :class:`ValueError` (what Python code
+    expects of a wrong value). ``argument`` is the argument's name (the command line prints its
+    flag instead).
+    """
+
+    def __init__(self, message: str, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument

@@ -149,7 +149,9 @@ def test_a_remote_file_is_streamed_not_downloaded(
     first = next(batches)
     size = local.stat().st_size
     assert first.rows == 16
-    assert opened[0].cache.total_requested_bytes < size / 5  # what the first batch needs, not all
+    footer, scan = opened  # the footer is read at start, the file opened again for its scan
+    assert footer.closed and not scan.closed  # no handle held while other files are read
+    assert scan.cache.total_requested_bytes < size / 5  # what the first batch needs, not all
     assert sum(b.rows for b in batches) == rows - 16
 
 

@@ -18,6 +18,7 @@ from rcdiag.checks.rules import (
     parse_rule,
 )
 from rcdiag.errors import UsageError
+from rcdiag.io.documents import refuse_nonfinite
 
 _TABLE_KEYS = (
     "name",
@@ -131,6 +132,9 @@ def parse_rules_toml(text: str, origin: str) -> RuleSet:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{origin}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{origin}: not a rules file (TOML nested too deeply)") from None
+    refuse_nonfinite(document, origin)
     for key in document:
         if key not in _TOP_KEYS:
             raise _unknown_key(key, _TOP_KEYS, origin)

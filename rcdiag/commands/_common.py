@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
+import glob
 import inspect
 import json
 import os
@@ -16,6 +18,8 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
+from rcdiag import process
+from rcdiag.argument_checks import command_line_message
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
 from rcdiag.frameworks.base import Framework
@@ -25,8 +29,8 @@ from rcdiag.io.remote import is_remote, parse_storage_options
 from rcdiag.io.writer import atomic_write
 from rcdiag.model import json_safe
 from rcdiag.model.tables import encode_table
-from rcdiag.run.argument_names import from_command_line
 from rcdiag.run.dump import DUMP_OPTIONS, DumpOption
+from rcdiag.run.python_words import from_command_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,11 +100,15 @@ def cli_errors(debug: bool) -> Iterator[None]:
     except RcdiagError as exc:
         if debug:
             raise
-        _error(str(exc) or type(exc).__name__)
+        _error(command_line_message(exc) or type(exc).__name__)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    except KeyboardInterrupt:
-        _error("interrupted")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (rcdiag.process.Terminated)
+        raise typer.Exit(process.report_interrupt(exc)) from None
+    except MemoryError:
+        if debug:
+            raise
+        _error(process.OUT_OF_MEMORY)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except OSError as exc:  # an output we cannot write (a directory, no permission, disk full)
         if debug:
             raise
@@ -115,7 +123,8 @@ def cli_errors(debug: bool) -> Iterator[None]:
         if debug:
             raise
         _error(
-            f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
+            process.exhausted(exc)
+            or f"internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback"
         )
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
@@ -142,7 +151,8 @@ def outputs(
 ) -> dict[str, Path]:
     """The output paths of a run (option → path as typed), checked before anything is read
     (:func:`~rcdiag.io.paths.check_outputs`): none is a file of the ``dump`` or one of the
-    ``inputs`` (option → the path or paths it names), a directory, or another output's path.
+    ``inputs`` (option → the path or paths it names), a directory, another output's path, or a
+    parquet file inside a directory of the dump (:func:`refuse_inside_dump`).
     """
     read: dict[str, Iterable[Path]] = {}
     local = [p for p in dump or () if not is_remote(p)]  # a remote file is no local output
@@ -154,7 +164,9 @@ def outputs(
         read["a file of the dump"] = dump_files()
     for option, value in (inputs or {}).items():
         read[option] = [value] if isinstance(value, Path) else list(value or [])
-    return check_outputs(given, read)
+    checked = check_outputs(given, read)
+    refuse_inside_dump(checked, dump or ())  # every output, not only --csv and --parquet
+    return checked
 
 
 def write_table(path: Path, table: pa.Table, kind: str) -> None:
@@ -179,6 +191,13 @@ def refuse_inside_dump(given: Mapping[str, Path], dump: Sequence[str]) -> None:
         if path.suffix.lower() not in (".parquet", ".parq", ".pq"):
             continue
         for raw in dump:
+            pattern = not is_remote(raw) and glob.has_magic(raw) and not Path(raw).exists()
+            if pattern and fnmatch.fnmatch(str(path.resolve()), str(Path(raw).resolve())):
+                raise UsageError(
+                    f"{option} {printable(str(path))} matches {printable(raw)}, a pattern of "
+                    "the dump: the next run would read it as part of the dump (choose another "
+                    "path)"
+                )
             if is_remote(raw) or not Path(raw).is_dir():
                 continue
             directory = Path(raw).resolve()

@@ -11,6 +11,7 @@ from rcdiag.correction.config import ConfigError, detect_dialect, parse_config
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.documents import refuse_nonfinite
 from rcdiag.io.paths import read_text_input
 
 
@@ -27,6 +28,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise UsageError(f"{path}: not valid YAML{where}") from None
+    refuse_nonfinite(document, str(path))
     if isinstance(document, Mapping) and isinstance(document.get("algorithm"), Mapping):
         document = document["algorithm"].get("rollout_correction")
     if not isinstance(document, Mapping):

@@ -6,7 +6,9 @@ Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file an
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import glob
 import os
 import re
@@ -22,7 +24,7 @@ import pyarrow.parquet as pq
 from rcdiag.errors import InputError, UsageError
 from rcdiag.io.native.names import companions, dump_files
 from rcdiag.io.paths import file_kind
-from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path
+from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path, remote_failure
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "rollout": ("rollout_log_probs", "rollout_log_prob"),
@@ -208,24 +210,25 @@ class FileColumns:
 
 @dataclass
 class DumpFile:
-    """One parquet file of a dump, opened (its footer read) but not yet scanned."""
+    """One parquet file of a dump: its footer read and its columns resolved; the file itself is
+    closed until :meth:`open` (a dump of thousands of files never holds thousands of handles)."""
 
     path: DumpPath
-    handle: pq.ParquetFile
+    metadata: pq.FileMetaData
     columns: FileColumns
 
     @property
     def rows(self) -> int:
-        return int(self.handle.metadata.num_rows)
+        return int(self.metadata.num_rows)
 
-    def record_batches(
-        self, batch_size: int, columns: Sequence[str] | None = None
-    ) -> Iterator[pa.RecordBatch]:
-        """The file's rows, ``batch_size`` at a time (only ``columns``)."""
-        return self.handle.iter_batches(batch_size=batch_size, columns=columns)
+    @contextlib.contextmanager
+    def open(self) -> Iterator[pq.ParquetFile]:
+        """The file opened again for scanning (its footer not read twice), closed on exit."""
+        with _opened(self.path, self.metadata) as handle:
+            yield handle
 
     def mean_row_length(self) -> float:
-        meta = self.handle.metadata
+        meta = self.metadata
         leaf = f"{self.columns.rollout}."
         values = 0
         for g in range(meta.num_row_groups):
@@ -274,34 +277,62 @@ def _source(path: Path) -> str | pa.NativeFile:
     return str(path)
 
 
-def _open_parquet(path: DumpPath) -> pq.ParquetFile:
-    """The parquet file opened (its footer read), local or remote."""
+@contextlib.contextmanager
+def _opened(path: DumpPath, metadata: pq.FileMetaData | None = None) -> Iterator[pq.ParquetFile]:
+    """The parquet file opened (its footer read unless ``metadata`` is given), local or remote;
+    every handle is closed on exit."""
+    source: Any
     if isinstance(path, RemotePath):
-        if path.size() == 0:
+        if metadata is None and path.size() == 0:
             raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
-        return pq.ParquetFile(path.open(), buffer_size=1 << 20, pre_buffer=False)
-    if path.stat().st_size == 0:
-        raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{path}: cannot read the file (permission denied)")
-    return pq.ParquetFile(_source(path), buffer_size=1 << 20, pre_buffer=False)
+        source = path.open()
+    else:
+        if metadata is None and path.stat().st_size == 0:
+            raise InputError(f"{path}: file is empty (0 bytes), not a parquet file")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{path}: cannot read the file (permission denied)")
+        source = _source(path)
+    try:
+        handle = pq.ParquetFile(source, metadata=metadata, buffer_size=1 << 20, pre_buffer=False)
+        try:
+            yield handle
+        finally:
+            handle.close()
+    finally:
+        if not isinstance(source, str):
+            source.close()
+
+
+def open_failure(path: DumpPath, exc: BaseException) -> InputError:
+    """The error for a file that cannot be opened: a resource the process ran out of (file
+    handles, memory) is named as such, not blamed on the file."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        return InputError(
+            f"{path}: cannot open the file: too many open files (the limit of open files, "
+            "`ulimit -n`, is reached)"
+        )
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "Too many open files" in reason:
+        return InputError(
+            f"{path}: cannot open the file: too many open files (the limit of open files, "
+            "`ulimit -n`, is reached)"
+        )
+    return InputError(f"{path}: not a readable parquet file ({reason})")
 
 
 def open_file(path: DumpPath, names: ColumnNames) -> DumpFile:
     """Read a file's footer and resolve its columns; raises InputError on anything unusable."""
     try:
-        handle = _open_parquet(path)
-    except InputError:
+        with _opened(path) as handle:
+            schema, metadata = handle.schema_arrow, handle.metadata
+    except (InputError, MemoryError):
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"{path}: not a readable parquet file ({reason})") from exc
+        raise open_failure(path, exc) from exc
     except Exception as exc:  # a remote store's own errors (credentials, network)
         if not isinstance(path, RemotePath):
             raise
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"{path}: cannot read the file ({reason})") from exc
-    schema = handle.schema_arrow
+        raise remote_failure(path, exc, "cannot read the file") from exc
     step_name = names.step or DEFAULT_NAMES["step"][0]
     hive = _hive_step(path, step_name)
     # a directory step=N stands for an absent step column, also one named by --step-col
@@ -332,4 +363,4 @@ def open_file(path: DumpPath, names: ColumnNames) -> DumpFile:
                 f"{path}: the file has {count} columns named {name!r}; which one to read is "
                 "ambiguous (rename them)"
             )
-    return DumpFile(path, handle, columns)
+    return DumpFile(path, metadata, columns)

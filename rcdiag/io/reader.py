@@ -10,6 +10,7 @@ Every problem is raised as :class:`~rcdiag.errors.InputError` naming the file, r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -30,11 +31,12 @@ from rcdiag.io.files import (
     FileColumns,
     StepSelection,
     discover,
+    open_failure,
     row_of,
 )
 from rcdiag.io.native.common import NativeFile
 from rcdiag.io.native.detect import InputFormat, open_dump
-from rcdiag.io.remote import RemotePath
+from rcdiag.io.remote import RemotePath, remote_failure
 from rcdiag.metrics.ragged import RaggedBatch
 
 Locate = Callable[[str, "int | None"], InputError]
@@ -159,37 +161,28 @@ class DumpReader:
     ) -> Iterator[RaggedBatch]:
         rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
         first_row = 0
-        if isinstance(dump_file, NativeFile):  # its columns are known once it is read
-            iterator = dump_file.record_batches(rows_per_batch)
-        else:
-            cols = dump_file.columns
-            wanted = [cols.rollout, cols.training]
-            extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
-            wanted += [c for c in extra if c is not None and c not in wanted]
-            iterator = dump_file.record_batches(rows_per_batch, wanted)
-        while True:
-            try:
-                record_batch = next(iterator)
-            except StopIteration:
-                return
-            except (pa.ArrowException, OSError) as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                kind = "parquet" if isinstance(dump_file, DumpFile) else dump_file.format
-                raise InputError(
-                    f"{dump_file.path}: corrupt {kind} data after row {first_row} ({reason})"
-                ) from exc
-            except Exception as exc:  # a remote store's own errors (network, credentials)
-                if not isinstance(dump_file.path, RemotePath):
-                    raise
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise InputError(
-                    f"{dump_file.path}: cannot read after row {first_row} ({reason})"
-                ) from exc
-            batch = self._convert(record_batch, dump_file, first_row, stream_offset)
-            first_row += record_batch.num_rows
-            self.rows_read += record_batch.num_rows
-            if batch is not None and batch.rows:
-                yield batch
+        kind = "parquet" if isinstance(dump_file, DumpFile) else dump_file.format
+        with contextlib.ExitStack() as opened:  # one file open at a time, closed after its scan
+            if isinstance(dump_file, NativeFile):  # its columns are known once it is read
+                iterator = dump_file.record_batches(rows_per_batch)
+            else:
+                cols = dump_file.columns
+                wanted = [cols.rollout, cols.training]
+                extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
+                wanted += [c for c in extra if c is not None and c not in wanted]
+                with _read_errors(dump_file.path, None, kind):
+                    handle = opened.enter_context(dump_file.open())
+                iterator = handle.iter_batches(batch_size=rows_per_batch, columns=wanted)
+            while True:
+                with _read_errors(dump_file.path, first_row, kind):
+                    record_batch = next(iterator, None)
+                if record_batch is None:
+                    return
+                batch = self._convert(record_batch, dump_file, first_row, stream_offset)
+                first_row += record_batch.num_rows
+                self.rows_read += record_batch.num_rows
+                if batch is not None and batch.rows:
+                    yield batch
 
     def _convert(
         self,
@@ -355,6 +348,26 @@ def _integer_column(
             f"≥ {minimum}"
         )
     return out
+
+
+@contextlib.contextmanager
+def _read_errors(path: DumpPath, first_row: int | None, kind: str = "parquet") -> Iterator[None]:
+    """Errors of reading ``path`` (after ``first_row``; None: opening it) as InputError; running out
+    of memory or file handles is named as such, never blamed on the file."""
+    try:
+        yield
+    except (InputError, MemoryError):
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        if first_row is None:
+            raise open_failure(path, exc) from exc
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: corrupt {kind} data after row {first_row} ({reason})") from exc
+    except Exception as exc:  # a remote store's own errors (network, credentials)
+        if not isinstance(path, RemotePath):
+            raise
+        what = "cannot open the file" if first_row is None else f"cannot read after row {first_row}"
+        raise remote_failure(path, exc, what) from exc
 
 
 def _describe(value: float) -> str:

@@ -26,6 +26,7 @@ from typing import IO, Any
 from urllib.parse import unquote, urlparse
 
 from rcdiag.errors import InputError, UsageError
+from rcdiag.io.network import bound_retries, network_reason, with_timeouts
 from rcdiag.io.paths import PARQUET_SUFFIXES
 
 BLOCK_SIZE = 8 << 20
@@ -175,9 +176,11 @@ def filesystem(raw: str, storage_options: Mapping[str, Any] | None = None) -> tu
             f"pip install 'rcdiag[{extra}]'"
         ) from None
     url = raw if found == protocol or "://" not in raw else f"{protocol}://{raw.split('://', 1)[1]}"
+    options = with_timeouts(protocol, storage_options or {})
     try:
         # a fresh instance: a cached one would keep the endpoint and listings of an earlier call
-        fs, key = fsspec.core.url_to_fs(url, skip_instance_cache=True, **(storage_options or {}))
+        fs, key = fsspec.core.url_to_fs(url, skip_instance_cache=True, **options)
+        bound_retries(fs)
     except (ImportError, UsageError):
         raise
     except Exception as exc:
@@ -210,7 +213,7 @@ def discover_remote(raw: str, storage_options: Mapping[str, Any] | None = None) 
             keys = [k for k, info in matches.items() if info.get("type") != "directory"]
             if not keys:
                 raise InputError(f"{raw}: no file matches this pattern")
-        elif fs.isfile(key):
+        elif _kind(fs, key) == "file":
             keys = [key]
         elif fs.isdir(key):
             root = key.rstrip("/")
@@ -219,9 +222,25 @@ def discover_remote(raw: str, storage_options: Mapping[str, Any] | None = None) 
                 raise InputError(f"{raw}: directory holds no parquet file (*.parquet, *.pq)")
         else:
             raise InputError(f"{raw}: no such file or directory")
-    except (InputError, UsageError):
+    except (InputError, UsageError, MemoryError):
         raise
     except Exception as exc:
-        raise InputError(f"{raw}: cannot list the files ({_reason(exc)})") from exc
+        raise remote_failure(raw, exc, "cannot list the files") from exc
     keys = sorted(set(keys), key=PurePosixPath)
     return [RemotePath(fs.unstrip_protocol(k) if not web else k, k, fs) for k in keys]
+
+
+def remote_failure(path: object, exc: BaseException, what: str) -> InputError:
+    """The error for a remote file or listing that failed: a network failure (refused, unreachable,
+    timed out) is named as one."""
+    return InputError(f"{path}: {what} ({network_reason(exc) or _reason(exc)})")
+
+
+def _kind(fs: Any, key: str) -> str | None:
+    """``"file"``, ``"directory"`` or None (nothing there); a network failure is raised, never
+    taken for a missing file (fsspec's ``isfile`` answers False to any error)."""
+    try:
+        info = fs.info(key)
+    except FileNotFoundError:
+        return None
+    return str(info.get("type"))

@@ -75,6 +75,9 @@ class DumpWriter:
     ) -> None:
         if int(rank) != rank or rank < 0:
             raise ValueError(f"rank must be an integer >= 0, got {rank!r}")
+        from rcdiag.argument_checks import compression_argument
+
+        compression_argument("compression", compression)
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
         self.directory = Path(directory)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.metrics.ragged import trimmed_lengths
+from rcdiag.process import signals_deferred
 
 ROW_GROUP_TOKENS = 1 << 20
 """Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
@@ -46,13 +47,31 @@ def _lock(fd: int) -> bool:
     return True
 
 
+TEMPORARY_EXTRA = len("..12345678.tmp")
+"""Bytes a temporary file's name adds to its target's name."""
+NAME_MAX = 255
+"""The longest file name most file systems take, in bytes."""
+
+
+def _temporary_stem(name: str) -> str:
+    """What a temporary file for the file ``name`` is named after: the name itself, or, when
+    the temporary name would be too long (a name of 242-255 bytes), its start and a hash of it."""
+    if len(os.fsencode(name)) + TEMPORARY_EXTRA <= NAME_MAX:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return f"{os.fsencode(name)[:100].decode('utf-8', 'ignore')}~{digest}"
+
+
 def remove_stale_temporary_files(target: Path) -> list[Path]:
     """Remove what killed runs left beside ``target``: files named like this module's temporary
     files for that target (``.NAME.XXXXXXXX.tmp``), regular, last modified before this process
     started and locked by no process (a writer holds a lock on its temporary file until it renames
     it). Anything else is left alone. Returns the removed paths.
     """
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    stem = _temporary_stem(target.name)
+    pattern = re.compile(rf"\.{re.escape(stem)}\.[a-z0-9_]{{8}}\.tmp")
     removed: list[Path] = []
     try:
         candidates = [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
@@ -119,11 +138,24 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporary_files(target)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise _naming_target(exc, target) from exc
-    _lock(fd)
-    handle = os.fdopen(fd, mode, **_text_options(mode))
+    tmp: str | None = None
+    try:
+        with signals_deferred():  # a Ctrl-C or SIGTERM never falls between creating and naming
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{_temporary_stem(target.name)}.", suffix=".tmp", dir=target.parent
+            )
+        _lock(fd)
+        handle = os.fdopen(fd, mode, **_text_options(mode))
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming_target(exc, target) from exc
+        raise
+    assert tmp is not None
     try:
         try:
             yield handle
@@ -154,6 +186,24 @@ def _as_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _argument_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a numpy array; what numpy cannot take (ragged lists) names the argument."""
+    try:
+        return _as_numpy(value)
+    except (ValueError, TypeError) as exc:
+        reason = str(exc).split(". ")[0]
+        raise ValueError(f"{name}: not a rectangular array of numbers ({reason})") from None
+
+
+def _step_column(step: np.ndarray, rows: int) -> np.ndarray:
+    """``step`` (one integer, or one per row) as an int64 column of ``rows`` entries."""
+    if step.dtype == np.bool_ or not np.issubdtype(step.dtype, np.integer):
+        raise TypeError(f"step must be an integer or one integer per row, got dtype {step.dtype}")
+    if step.ndim > 1 or (step.ndim == 1 and step.size != rows):
+        raise ValueError(f"step has shape {step.shape}; expected one integer or {rows} of them")
+    return np.broadcast_to(step.astype(np.int64), (rows,))
+
+
 def padded_arrays(
     rollout: np.ndarray, old: np.ndarray, mask: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -173,7 +223,21 @@ def padded_arrays(
         return rollout, old, np.ones(rollout.shape, dtype=bool)
     if mask.shape != rollout.shape:
         raise ValueError(f"response_mask {mask.shape} must match the log-probs {rollout.shape}")
-    return rollout, old, mask if mask.dtype == np.bool_ else mask != 0
+    if mask.dtype == np.bool_:
+        return rollout, old, mask
+    if not np.issubdtype(mask.dtype, np.number):
+        raise TypeError(f"response_mask has dtype {mask.dtype}; expected bool or integer")
+    if not np.issubdtype(mask.dtype, np.integer):
+        # the command line reads bool or integer masks only; a float mask is taken only when it
+        # is exactly 0/1 (a NaN would otherwise count as valid: NaN != 0)
+        bad = (mask != 0) & (mask != 1)
+        if bad.any():
+            row, position = (int(i[0]) for i in np.nonzero(bad))
+            raise ValueError(
+                f"response_mask is {mask.dtype} and holds {float(mask[row, position])} at row {row}, "
+                f"position {position}; expected a bool or integer mask (0/1)"
+            )
+    return rollout, old, mask != 0
 
 
 def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -181,6 +245,15 @@ def _list_column(padded: np.ndarray, lengths: np.ndarray) -> pa.Array:
     offsets = np.zeros(lengths.size + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
+_CORE_ARGUMENT = {
+    "rollout_log_probs": "rollout_log_probs",
+    "old_log_probs": "old_log_probs",
+    "response_mask": "response_mask",
+    "step": "step",
+}
+"""The columns :func:`write_dump` writes itself, and the argument each comes from."""
 
 
 def write_dump(
@@ -220,14 +293,17 @@ def write_dump(
         >>> pq.read_table(out).column("old_log_probs").to_pylist()
         [[0.0, 0.0], [0.0]]
     """
+    from rcdiag.argument_checks import check_dump_writing
+
+    check_dump_writing(locals())
     rollout, old, mask = padded_arrays(
-        _as_numpy(rollout_log_probs),
-        _as_numpy(old_log_probs),
-        None if response_mask is None else _as_numpy(response_mask),
+        _argument_array("rollout_log_probs", rollout_log_probs),
+        _argument_array("old_log_probs", old_log_probs),
+        None if response_mask is None else _argument_array("response_mask", response_mask),
     )
     rows, width = rollout.shape
     lengths = trimmed_lengths(mask) if trim_padding else np.full(rows, width)
-    steps = np.broadcast_to(np.asarray(_as_numpy(step), dtype=np.int64), (rows,))
+    steps = _step_column(_argument_array("step", step), rows)
     columns: dict[str, Any] = {
         "rollout_log_probs": _list_column(rollout, lengths),
         "old_log_probs": _list_column(old, lengths),
@@ -235,6 +311,11 @@ def write_dump(
         "step": pa.array(steps),
     }
     for name, values in (extra_columns or {}).items():
+        if name in columns:
+            raise ValueError(
+                f"extra_columns: {name!r} is a column write_dump writes itself (from "
+                f"{_CORE_ARGUMENT[name]}); give it there, or name the extra column otherwise"
+            )
         array = _as_numpy(values)
         if len(array) != rows:
             raise ValueError(f"extra column {name!r} has {len(array)} entries; expected {rows}")

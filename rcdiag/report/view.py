@@ -18,6 +18,7 @@ from rcdiag.assess.references import references
 from rcdiag.assess.verdict.gauges import CSS_STATUS
 from rcdiag.assess.wording import STATUS_WORDS, ranges_text
 from rcdiag.formatting import count, pct, short
+from rcdiag.io.paths import printable
 from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.metrics.records import KEY_METRICS, REGISTRY, RESPONSE_LENGTH_MEAN
 from rcdiag.report.buckets import where_charts
@@ -201,6 +202,25 @@ def _short_path(path: str | None, root: str) -> str | None:
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
+UID_CHARACTERS = 80
+"""Characters of a ``uid`` (or a file name) shown in the offenders' table; longer ones are cut
+with an ellipsis."""
+
+
+def _on_page(value: Any) -> str | None:
+    r"""A user string for the page: control characters and bidirectional overrides spelled as
+    escapes (a NUL, an ESC or U+202E never reaches the page raw), cut to :data:`UID_CHARACTERS`.
+
+    Example:
+        >>> _on_page("a\u202eb\x00"), _on_page("x" * 100)[-3:]
+        ('a\\u202eb\\x00', 'xx…')
+    """
+    if value is None:
+        return None
+    text = printable(str(value))
+    return text if len(text) <= UID_CHARACTERS else text[: UID_CHARACTERS - 1] + "…"
+
+
 def _offenders(document: Mapping[str, Any]) -> dict[str, Any] | None:
     profile = document.get("profile")
     if not profile:
@@ -211,7 +231,8 @@ def _offenders(document: Mapping[str, Any]) -> dict[str, Any] | None:
             {
                 **r,
                 "rho": _ratio(r.get("worst_token_log_ratio")),
-                "file": _short_path(r.get("file"), root),
+                "file": _on_page(_short_path(r.get("file"), root)),
+                "uid": _on_page(r.get("uid")),
             }
             for r in rows
         ]

@@ -25,6 +25,7 @@ from rcdiag.correction.loading import files_dialect, read_config_file, resolve_c
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
+from rcdiag.io.documents import loads_json
 from rcdiag.io.paths import printable, read_text_input
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.bootstrap import CHECK_STREAM
@@ -53,7 +54,7 @@ def load_baseline(path: Path) -> Baseline:
         path, "baseline", ": make a baseline with `rcdiag baseline DUMP -o FILE`"
     )
     try:
-        document = json.loads(text)
+        document = loads_json(text, str(path))
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:

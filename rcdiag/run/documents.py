@@ -30,6 +30,7 @@ from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.frameworks.base import Framework
+from rcdiag.io.documents import loads_json
 from rcdiag.io.paths import read_text_input
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.profile import DEFAULT_TOP_K
@@ -145,7 +146,7 @@ def load_document(path: Path) -> ReportDocument:
     """
     text = read_text_input(path, "results JSON", ": pass it without --from")
     try:
-        parsed = json.loads(text)
+        parsed = loads_json(text, str(path))
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rcdiag.argument_checks import check_monitor
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.config import ConfigError, parse_config
 from rcdiag.correction.loading import files_dialect
@@ -89,9 +90,7 @@ class Monitor:
         veto_threshold: float | None = None,
         drop_nonfinite: bool = False,
     ) -> None:
-        if isinstance(presets, str):
-            presets = [presets]
-        configs = dict(configs or {})
+        presets, configs = check_monitor(locals())
         given = f"dialect={{dialect!r}} was given to {type(self).__name__}"
         by_name = {Path(name): config for name, config in configs.items()}
         resolved: Dialect = files_dialect(by_name, dialect, given) or dialect or DEFAULT_DIALECT
@@ -232,6 +231,14 @@ def preset_metrics(
         >>> m["rollout_corr/rollout_is_mean"]  # (min(5, 2) + 1) / 2
         1.5
     """
+    if not isinstance(preset_or_config, (str, Mapping)):
+        raise TypeError(
+            "preset_or_config must be a preset name (str) or a mapping of verl's keys, got "
+            f"{type(preset_or_config).__name__}"
+        )
+    check_monitor({"dialect": dialect, "drop_nonfinite": drop_nonfinite})
+    if not isinstance(preset_or_config, str):
+        check_monitor({"configs": {"preset_or_config": preset_or_config}})
     if isinstance(preset_or_config, str):
         name, monitor = preset_or_config, Monitor([preset_or_config], dialect=dialect)
     else:

@@ -6,10 +6,12 @@ A leaf of the readers: discovery (:func:`rcdiag.io.files.discover`) and the read
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from rcdiag.io.paths import PARQUET_SUFFIXES
+from rcdiag.errors import InputError
+from rcdiag.io.paths import PARQUET_SUFFIXES, file_kind
 
 V2_FILE = re.compile(r"(\d+)\.pt")
 """slime's ``{rollout_id}.pt`` (format_version 2, and rollout files)."""
@@ -50,15 +52,39 @@ def kind_of(path: Path) -> str | None:
 
 
 def dump_files(directory: Path) -> list[Path]:
-    """Every file of a dump under ``directory`` (searched recursively; names starting with ``.``
-    or ``_`` are skipped), sorted."""
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file()
-        and kind_of(p) is not None
-        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
-    )
+    """Every file of a dump under ``directory`` (parquet files and other trainers' dump files;
+    searched recursively, symbolic links to directories not followed; names starting with ``.``
+    or ``_``, and what is under them, skipped), sorted.
+
+    Raises:
+        InputError: a directory under ``directory`` cannot be listed, or a parquet-named entry is
+            not a regular file (a part of the dump would be silently left out).
+    """
+
+    def unreadable(exc: OSError) -> None:
+        where = exc.filename or directory
+        raise InputError(
+            f"{where}: cannot list the directory ({exc.strerror or exc}); the dump would be read "
+            "in part"
+        )
+
+    found: list[Path] = []
+    for parent, subdirectories, files in os.walk(directory, onerror=unreadable):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith((".", "_"))]
+        for name in files:
+            if name.startswith((".", "_")):
+                continue
+            path = Path(parent, name)
+            if kind_of(path) is None:
+                continue
+            if not path.is_file():  # a part of the dump that cannot be read: never skipped
+                kind = file_kind(path) or "a broken symbolic link"
+                wanted = "parquet" if path.suffix.lower() in PARQUET_SUFFIXES else "dump"
+                raise InputError(
+                    f"{path}: is {kind}, not a {wanted} file; the dump would be read in part"
+                )
+            found.append(path)
+    return sorted(found)
 
 
 def companions(path: Path) -> list[Path]:
