@@ -8,23 +8,28 @@ from typing import Annotated, Any
 import typer
 
 from rcdiag import __version__, _threads  # noqa: F401  (before numpy is imported)
-from rcdiag.commands import (
-    analyze,
-    baseline,
-    check,
-    compare_presets,
-    presets,
-    recommend,
-    report,
-    synth,
-)
-from rcdiag.commands._help import Command, Group, help_of
-from rcdiag.io.paths import printable
+from rcdiag.commands._lazy import LazyGroup
 from rcdiag.run.allocator import keep_freed_memory
+
+
+class Commands(LazyGroup):
+    """Every command, in the order ``--help`` lists them; each is imported when it runs."""
+
+    names = (
+        "analyze",
+        "compare-presets",
+        "presets",
+        "report",
+        "recommend",
+        "check",
+        "baseline",
+        "synth",
+    )
+
 
 app = typer.Typer(
     name="rcdiag",
-    cls=Group,
+    cls=Commands,
     help="Diagnose the mismatch between rollout and training log-probs, as verl's Rollout "
     "Correction measures it.",
     no_args_is_help=True,
@@ -56,19 +61,6 @@ def root(
     Correction measures it."""
 
 
-for _name, _command in (
-    ("analyze", analyze.analyze),
-    ("compare-presets", compare_presets.compare_presets),
-    ("presets", presets.presets),
-    ("report", report.report),
-    ("recommend", recommend.recommend),
-    ("check", check.check),
-    ("baseline", baseline.baseline),
-    ("synth", synth.synth),
-):
-    app.command(name=_name, cls=Command, help=help_of(_command))(_command)
-
-
 # click's ClickException, whether typer vendors click (recent versions) or builds on it (older ones)
 USAGE_ERRORS: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
@@ -79,6 +71,8 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except USAGE_ERRORS as exc:
+        from rcdiag.io.paths import printable  # imports pyarrow: only on this error's path
+
         message = exc.format_message()
         if message:  # empty when the help itself was shown (no arguments)
             print(f"Error: {printable(message)} (see --help)", file=sys.stderr)

@@ -211,9 +211,7 @@ class DumpReader:
                 batch,
                 source=str(path),
                 row_index=np.arange(first_row, first_row + lengths.size, dtype=np.int64),
-                uids=None
-                if cols.uid is None
-                else as_numpy(record_batch.column(cols.uid)),
+                uids=None if cols.uid is None else as_numpy(record_batch.column(cols.uid)),
             )
         # ℓ is finite exactly when both log-probs are (barring overflow of their difference, which
         # the slow path below reports as well); the core reuses the same ℓ. A finite total proves
