@@ -4,7 +4,8 @@ Generates (once, cached under benchmarks/data/) a dump of about 50 million valid
 shards, a 20-row dump, a 10,000-step dump (``bench_steps.py``'s) and a dump of one 5M-token row, then
 runs, each in a fresh subprocess so peak memory is measured per run:
 
-* ``read``        — pyarrow reading the same three columns, each file whole (``read_table``);
+* ``read``        — pyarrow reading the same three columns, each file whole (``ParquetFile.read``;
+  ``read_table`` would import pyarrow.dataset, and pandas through it when installed);
 * ``stream``      — pyarrow iterating them in record batches of rcdiag's size (2¹⁸ tokens): the
   steadier floor (the whole-file read varies with its system time);
 * ``analyze``     — ``rcdiag analyze DIR --json …`` on the whole dump;
@@ -48,7 +49,7 @@ READ_SCRIPT = f"""
 import sys, pathlib, pyarrow.parquet as pq
 root = pathlib.Path(sys.argv[1])
 for path in sorted(root.rglob("*.parquet")) if root.is_dir() else [root]:
-    pq.read_table(path, columns={COLUMNS!r})
+    pq.ParquetFile(path).read(columns={COLUMNS!r})
 """
 STREAM_SCRIPT = f"""
 import sys, pathlib, pyarrow.parquet as pq
