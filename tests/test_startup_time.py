@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 RUNS = 5
+ROUNDS = 3
 HELP_LIMIT = 2.0
 """``rcdiag --help`` ≤ this × ``import pyarrow`` (measured 0.8–1.1×; 3× when it loaded every
 command)."""
@@ -55,17 +56,20 @@ def tiny_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @pytest.mark.xdist_group("startup_time")
 def test_start_up_is_a_small_multiple_of_importing_pyarrow(tiny_dump: Path) -> None:
-    times = fastest(
-        {
-            "import pyarrow": [sys.executable, "-c", "import pyarrow"],
-            "help": [*RCDIAG, "--help"],
-            "analyze": [*RCDIAG, "analyze", str(tiny_dump), "-q"],
-        }
-    )
-    floor = times["import pyarrow"]
-    ratios = {name: seconds / floor for name, seconds in times.items()}
-    assert ratios["help"] <= HELP_LIMIT, times
-    assert ratios["analyze"] <= ANALYZE_LIMIT, times
+    commands = {
+        "import pyarrow": [sys.executable, "-c", "import pyarrow"],
+        "help": [*RCDIAG, "--help"],
+        "analyze": [*RCDIAG, "analyze", str(tiny_dump), "-q"],
+    }
+    best: dict[str, float] = {}
+    for _ in range(ROUNDS):  # a burst of load elsewhere fails one round, a regression every one
+        times = fastest(commands)
+        ratios = {name: seconds / times["import pyarrow"] for name, seconds in times.items()}
+        best = {name: min(best.get(name, ratio), ratio) for name, ratio in ratios.items()}
+        if best["help"] <= HELP_LIMIT and best["analyze"] <= ANALYZE_LIMIT:
+            return
+    assert best["help"] <= HELP_LIMIT, best
+    assert best["analyze"] <= ANALYZE_LIMIT, best
 
 
 def modules_after(*args: str) -> set[str]:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,34 @@ def build(command: str) -> Any:
     return typer.main.get_command(single)
 
 
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's ``commands`` mapping whose entries are built on first access: ``names`` lists
+    every command (in order) without importing any."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self.names:
+                raise KeyError(name)
+            self._built[name] = build(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("rcdiag's commands are fixed")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self.names, *self._built]))
+
+    def __len__(self) -> int:
+        return len(set(self.names) | set(self._built))
+
+
 class LazyGroup(Group):
     """A group whose commands (:attr:`names`, in the order of the help) are imported on use."""
 
@@ -66,7 +93,7 @@ class LazyGroup(Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._built: dict[str, Any] = {}
+        self.commands = LazyCommands(self.names)
         self._listing = False
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -77,23 +104,11 @@ class LazyGroup(Group):
             return None
         if self._listing:  # the group's help: name and help only, nothing imported
             return Command(name=cmd_name, help=help_text(cmd_name))
-        if cmd_name not in self._built:
-            self._built[cmd_name] = build(cmd_name)
-        return self._built[cmd_name]
-
-    @contextmanager
-    def _help_listing(self) -> Iterator[None]:
-        self._listing = True
-        try:
-            yield
-        finally:
-            self._listing = False
+        return self.commands[cmd_name]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        with self._help_listing():
+        self._listing = True
+        try:
             super().format_help(ctx, formatter)
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        # typer suggests a close name from ``self.commands`` after a typo
-        self.commands = dict.fromkeys(self.names) | self._built
-        return super().resolve_command(ctx, args)
+        finally:
+            self._listing = False
