@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from typing import Annotated, Any
 
 import typer
 
 from rcdiag import __version__, _threads, process  # noqa: F401  (before numpy is imported)
-from rcdiag.commands import (
-    analyze,
-    baseline,
-    check,
-    compare_presets,
-    convert,
-    presets,
-    recommend,
-    report,
-    synth,
-    watch,
-)
-from rcdiag.commands._help import Command, Group, help_of
-from rcdiag.io.paths import printable
+from rcdiag.commands._lazy import LazyGroup
+from rcdiag.run.allocator import keep_freed_memory
+
+
+class Commands(LazyGroup):
+    """Every command, in the order ``--help`` lists them; each is imported when it runs."""
+
+    names = (
+        "analyze",
+        "compare-presets",
+        "presets",
+        "report",
+        "recommend",
+        "check",
+        "baseline",
+        "synth",
+        "convert",
+        "watch",
+    )
+
 
 app = typer.Typer(
     name="rcdiag",
-    cls=Group,
+    cls=Commands,
     help="Diagnose the mismatch between rollout and training log-probs, as verl's Rollout "
     "Correction measures it.",
     no_args_is_help=True,
@@ -58,50 +63,21 @@ def root(
     Correction measures it."""
 
 
-for _name, _command in (
-    ("analyze", analyze.analyze),
-    ("compare-presets", compare_presets.compare_presets),
-    ("presets", presets.presets),
-    ("report", report.report),
-    ("recommend", recommend.recommend),
-    ("check", check.check),
-    ("baseline", baseline.baseline),
-    ("synth", synth.synth),
-    ("convert", convert.convert),
-    ("watch", watch.watch),
-):
-    app.command(name=_name, cls=Command, help=help_of(_command))(_command)
-
-
 # click's ClickException, whether typer vendors click (recent versions) or builds on it (older ones)
 USAGE_ERRORS: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-
-
-def _reuse_freed_memory() -> None:
-    """Ask glibc to keep freed large blocks for reuse instead of returning them to the kernel.
-
-    Streaming allocates arrays of the same few sizes for every batch; when each one is a fresh
-    mmap, page faults cost more than the arithmetic (measured: 2× slower end to end on a 50M-token
-    dump). Memory stays bounded by the largest batch. A no-op where glibc is absent.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    libc.mallopt(m_mmap_threshold, 1 << 30)
-    libc.mallopt(m_trim_threshold, (1 << 31) - 1)
 
 
 def main() -> None:
     """Console-script entry point: every error, usage errors included, is one ``Error:`` line;
     SIGTERM, a closed stdout and narrow encodings are handled (:mod:`rcdiag.process`)."""
     process.prepare()
-    _reuse_freed_memory()
+    keep_freed_memory()  # the process exits after its work: no need to give memory back
     interrupts_before = process.printed_interrupts()
     try:
         code = app(standalone_mode=False)
     except USAGE_ERRORS as exc:
+        from rcdiag.io.paths import printable  # imports pyarrow: only on this error's path
+
         message = exc.format_message()
         if message:  # empty when the help itself was shown (no arguments)
             print(f"Error: {printable(message)} (see --help)", file=sys.stderr)

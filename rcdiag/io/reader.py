@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from rcdiag.errors import InputError
+from rcdiag.io.arrays import as_numpy
 from rcdiag.io.files import (
     INT64_MAX,
     POSITIVE_LOG_PROB,
@@ -67,7 +68,7 @@ def _list_values(
     if array.null_count:
         raise locate(f"column {column!r} is null", _first_true(array.is_null()))
     # the array's own methods: pyarrow.compute would add ~0.1 s to every start-up
-    lengths = array.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = as_numpy(array.value_lengths()).astype(np.int64)
     flat = array.flatten()
     if flat.null_count and not kinds.startswith("float"):
         token = _first_true(flat.is_null())
@@ -75,11 +76,11 @@ def _list_values(
         row = row_of(offsets, token)
         raise locate(f"column {column!r} holds a null at position {token - offsets[row]}", row)
     # Float nulls become NaN here, so they are judged like NaN: ignored when masked.
-    return flat.to_numpy(zero_copy_only=False), lengths
+    return as_numpy(flat), lengths
 
 
 def _first_true(flags: pa.Array) -> int:
-    return int(np.flatnonzero(flags.to_numpy(zero_copy_only=False))[0])
+    return int(np.flatnonzero(as_numpy(flags))[0])
 
 
 class DumpReader:
@@ -235,9 +236,7 @@ class DumpReader:
                 batch,
                 source=str(path),
                 row_index=np.arange(first_row, first_row + lengths.size, dtype=np.int64),
-                uids=None
-                if cols.uid is None
-                else record_batch.column(cols.uid).to_numpy(zero_copy_only=False),
+                uids=None if cols.uid is None else as_numpy(record_batch.column(cols.uid)),
             )
         # ℓ is finite exactly when both log-probs are (barring overflow of their difference, which
         # the slow path below reports as well); the core reuses the same ℓ. A finite total proves
@@ -333,7 +332,7 @@ def _integer_column(
     if array.null_count:
         row = _first_true(array.is_null())
         raise InputError(f"{path}: row {first_row + row}: column {name!r} is null")
-    values = array.to_numpy(zero_copy_only=False)
+    values = as_numpy(array)
     if values.dtype == np.uint64 and values.size and values.max() > INT64_MAX:
         row = int(np.flatnonzero(values > INT64_MAX)[0])
         raise InputError(

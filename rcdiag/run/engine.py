@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from rcdiag.io.reader import DumpReader, prefetch
 from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.run.allocator import reused_memory
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 
@@ -42,7 +43,9 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
     if dump.cache is not None:
         from rcdiag.run.cache import run_cached
 
-        return run_cached(dump, request, dump.cache, progress)
-    consumers = Consumers.for_request(request)
-    reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
-    return consumers.finish(dump, reader)
+        with reused_memory():
+            return run_cached(dump, request, dump.cache, progress)
+    with reused_memory():  # freed batches reused, in the API and Ray tasks too (allocator.py)
+        consumers = Consumers.for_request(request)
+        reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
+        return consumers.finish(dump, reader)

@@ -25,6 +25,7 @@ from typing import Any
 
 from rcdiag.errors import InputError, UsageError
 from rcdiag.io.reader import prefetch
+from rcdiag.run.allocator import reused_memory
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 
@@ -53,8 +54,9 @@ def file_pass(dump: DumpSpec, request: Request, path: str, stream_offset: int) -
     _maybe_die_for_a_test()
     consumers = Consumers.for_request(request)
     reader = dump.reader(consumers.profile is not None, [path], stream_offset)
-    for batch in prefetch(reader.batches()):
-        consumers.update(batch)
+    with reused_memory():
+        for batch in prefetch(reader.batches()):
+            consumers.update(batch)
     return FilePass(
         consumers,
         reader.rows_read,
