@@ -32,7 +32,7 @@ def described(value: float) -> str:
 
 
 def nonfinite_field(document: Any) -> tuple[str, str] | None:
-    """The first field holding a non-finite number (its path, ``overall."rollout_corr/kl"`` or
+    """The first field holding a non-finite number (its path, ``overall."rollout_corr/ppl_ratio"`` or
     ``steps[3].kl``, and the value as written), or None; walks without recursion, each container once.
 
     Example:
