@@ -120,3 +120,27 @@ def test_falls_gaps_spikes_and_short_series() -> None:
     assert not found.significant and found.spikes == (3, 8, 15)
     too_short = growth_test(range(MIN_GROWTH_STEPS - 1), [1.0, 9.0], 0.05)
     assert not too_short.tested and too_short.reason and "needs 3" in too_short.reason
+
+
+def test_a_concave_rise_of_few_steps_is_a_rise() -> None:
+    """A real run whose rollouts grow stale: k3_kl jumps at the second step and keeps climbing; a
+    line on the log scale fits it badly, every step is still far above the one before."""
+    k3 = [4.04e-5, 6.94e-3, 2.6e-2, 5.4e-2, 0.11]
+    se = [2e-6, 4.2e-4, 1.36e-3, 2.52e-3, 5.85e-3]
+    for steps in (4, 5):
+        found = growth_test(range(steps), k3[:steps], 0.01, se[:steps])
+        assert found.significant and found.shape == "ramp", steps
+        assert found.after == pytest.approx(k3[steps - 1]) and found.before == pytest.approx(k3[0])
+
+
+@pytest.mark.parametrize("steps", [3, 4, 5, 8])
+def test_flat_runs_with_between_step_scatter_are_rarely_rises(steps: int) -> None:
+    """Per-step k3_kl scattering ×e^{±0.3} (twice what real runs show) with 5% standard errors:
+    the slope test and the monotone rule together stay under 2% false alarms at α = 0.01."""
+    rng = np.random.default_rng(steps)
+    runs = 2000
+    alarms = 0
+    for _ in range(runs):
+        k3 = 1e-3 * np.exp(0.3 * rng.standard_normal(steps))
+        alarms += growth_test(range(steps), k3, 0.01, 0.05 * k3).significant
+    assert alarms / runs < 0.02

@@ -24,6 +24,13 @@ step: off the line through its two neighbours) by more than :data:`SPIKE_SCALE` 
 deviations of the steps around their running median (and more than :data:`SPIKE_FLOOR` on the log
 scale) is an isolated spike: it is left out of the fit and listed.
 
+**A monotone rise.** A line on the log scale fits a concave rise badly (a run that jumps at its
+second step and keeps climbing), which inflates τ². So a series whose every step lies above the one
+before by more than :data:`MONOTONE_Z` combined standard errors, and whose last step is at least
+:data:`MONOTONE_RATIO` times its first, is a rise too (a ramp, sized from the first step to the
+last): noise, even between steps that differ far beyond their standard errors, orders k steps
+monotonically with probability 1/k! at most, and rarely spans a factor 3.
+
 **A ramp or a step change?** The same weights fit two constant levels split at the best step (at
 least :data:`MIN_SEGMENT` steps each side). The rise is a step change only when that fit leaves at
 most 1/:data:`STEP_RATIO` of the line's residual sum of squares; then its first step is named and
@@ -54,6 +61,10 @@ SPIKE_FLOOR = 1.0
 """… and past this on the log scale (a factor e ≈ 2.7), or the linear scale's robust spread."""
 MIN_SPIKE_STEPS = 5
 """Spikes are looked for only in series of at least this many steps."""
+MONOTONE_Z = 3.0
+"""A monotone rise: every step above the one before by more than this many standard errors…"""
+MONOTONE_RATIO = 3.0
+"""… and the last step at least this many times the first."""
 
 Shape = Literal["ramp", "step", "none"]
 
@@ -184,6 +195,12 @@ def growth_test(
     before = math.exp(before_y) if log_scale else before_y
     after = math.exp(after_y) if log_scale else after_y
     significant = p_value < alpha and sign * (after - before) > 0
+    if not significant and _monotone(sign * y, var):
+        # every step clearly above the one before: a rise whatever its shape (a line on the log
+        # scale may fit a concave rise badly); sized from the first step to the last
+        significant, shape, change_step = True, "ramp", None
+        before = math.exp(y[0]) if log_scale else float(y[0])
+        after = math.exp(y[-1]) if log_scale else float(y[-1])
     if not significant:
         return Growth(
             True, False, "none", None, p_value, z, before, after, 0.0, k, spike_steps, log_scale
@@ -204,6 +221,17 @@ def growth_test(
         spike_steps,
         log_scale,
     )
+
+
+def _monotone(y: F64, var: F64) -> bool:
+    """Every step above the one before by more than :data:`MONOTONE_Z` combined standard errors,
+    and the last :data:`MONOTONE_RATIO` times the first (on the log scale; standard errors needed:
+    without them the scatter of the steps is all there is, and the slope test decides)."""
+    if not (var > 0).all():
+        return False
+    rises = np.diff(y)
+    noise = np.sqrt(var[:-1] + var[1:])
+    return bool((rises > MONOTONE_Z * noise).all() and y[-1] - y[0] >= math.log(MONOTONE_RATIO))
 
 
 def _spikes(y: F64, log_scale: bool) -> np.ndarray:
