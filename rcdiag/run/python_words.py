@@ -53,13 +53,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def in_python(message: str) -> str:
-    """``message`` with every known flag replaced by its argument name.
+    """``message`` with every known flag replaced by its argument name, except inside a quoted
+    command (between backticks), which stays as one types it.
 
     Example:
         >>> in_python("--steps 'a:b': expected A:B; see --frameworks, --unknown")
         "steps 'a:b': expected A:B; see frameworks, --unknown"
+        >>> in_python("--dialect 'x': `rcdiag presets --dialect latest` lists them")
+        "dialect 'x': `rcdiag presets --dialect latest` lists them"
     """
-    return _FLAG.sub(lambda m: PYTHON_NAMES.get(m.group(0), m.group(0)), message)
+    parts = message.split("`")
+    for i in range(0, len(parts), 2):  # the even parts lie outside backticks
+        parts[i] = _FLAG.sub(lambda m: PYTHON_NAMES.get(m.group(0), m.group(0)), parts[i])
+    return "`".join(parts)
 
 
 @contextlib.contextmanager
