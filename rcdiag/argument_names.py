@@ -15,6 +15,7 @@ FLAGS = {
     "configs": "--config",
     "rules_file": "--rules",
     "from_json": "--from",
+    "storage_options": "--storage-option",
 }
 """Python arguments whose command-line flag is not ``--`` + the name with ``-`` for ``_``."""
 

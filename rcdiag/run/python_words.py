@@ -15,32 +15,33 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from rcdiag.argument_names import FLAGS
 from rcdiag.errors import UsageError
 from rcdiag.run.dump import DUMP_OPTIONS
 
+REGULAR_NAMES = (
+    "frameworks",
+    "framework",
+    "dialect",
+    "veto_threshold",
+    "sweep",
+    "grid",
+    "top",
+    "with_defaults",
+    "baseline",
+    "abs_tol",
+    "rel_tol",
+    "confidence",
+    "trend_alpha",
+    "seed",
+    "replicates",
+)
+"""Arguments of :mod:`rcdiag.api` whose flag is ``--`` + the name with ``-`` for ``_``."""
+
 PYTHON_NAMES: dict[str, str] = {
     **{option.flag: option.name for option in DUMP_OPTIONS},
-    "--storage-option": "storage_options",
-    "--frameworks": "frameworks",
-    "--framework": "framework",
-    "--dialect": "dialect",
-    "--veto-threshold": "veto_threshold",
-    "--preset": "presets",
-    "--config": "configs",
-    "--sweep": "sweep",
-    "--grid": "grid",
-    "--from": "from_json",
-    "--top": "top",
-    "--rule": "rules",
-    "--rules": "rules_file",
-    "--with-defaults": "with_defaults",
-    "--baseline": "baseline",
-    "--abs-tol": "abs_tol",
-    "--rel-tol": "rel_tol",
-    "--confidence": "confidence",
-    "--trend-alpha": "trend_alpha",
-    "--seed": "seed",
-    "--replicates": "replicates",
+    **{"--" + name.replace("_", "-"): name for name in REGULAR_NAMES},
+    **{flag: name for name, flag in FLAGS.items()},  # the irregular ones, written once
 }
 """Each flag a library message may name → the keyword argument of :mod:`rcdiag.api` it is."""
 
