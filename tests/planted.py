@@ -22,7 +22,10 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
   differ by CONTEXT·e^{−t/3}·η, large on the first tokens and fading;
 * ``growing`` — the engine's noise grows ×4 from the first step to the last, geometrically;
 * ``jump`` — the engine's noise is ×4 from the middle step on (a step change);
-* ``spike`` — one step (the third) with ×8 the noise, the others alike.
+* ``spike`` — one step (the third) with ×8 the noise, the others alike;
+* ``unpaired`` — a quarter of the rows of every step carry another row's training column (a batch
+  reordered before the trainer scored it);
+* ``placeholder`` — the engine's column holds 0.0 everywhere (its log-probs were never returned).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ CAUSES: dict[str, str | None] = {
     "growing": "growing_drift",
     "jump": "growing_drift",
     "spike": None,
+    "unpaired": "unpaired_rows",
+    "placeholder": "constant_column",
 }
 """Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
 VARIANTS = tuple(CAUSES)
@@ -122,6 +127,11 @@ def planted_step(
         old = rollout.copy()
     elif variant == "logits":
         old = np.take_along_axis(trainer_z, tokens, axis=-1)[..., 0]
+    elif variant == "unpaired":
+        quarter = rows // 4
+        old[:quarter] = np.roll(old[:quarter], 1, axis=0)
+    elif variant == "placeholder":
+        rollout = np.zeros_like(rollout)
     elif variant == "padding":
         ends = rng.integers(length // 2, length + 1, rows)
         after = np.arange(length)[None, :] >= ends[:, None]

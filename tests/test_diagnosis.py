@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from planted import CAUSES, write_planted
 from typer.testing import CliRunner
@@ -18,6 +19,8 @@ from rcdiag.assess.diagnosis import causes as cause_records
 from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, ratio_z
 from rcdiag.cli import app
 from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.metrics.evidence import evidence_statistics
+from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.metrics.records import JUDGED, RECORDS, REGISTRY
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.results import analyze_dump
@@ -220,3 +223,34 @@ def test_one_spike_step_is_reported_and_does_not_set_the_verdict(tmp_path: Path)
     assert diagnosis["verdict"] == "healthy" and not diagnosis["causes"]
     out = CliRunner().invoke(app, ["analyze", str(tmp_path)]).stdout
     assert "HEALTHY" in out and "at step 5 alone" in " ".join(out.split())
+
+
+def test_pairing_and_constancy_evidence_by_hand() -> None:
+    """Per response: informative (≥ 16 pairs, neighbour gap ≥ 0.5, no lag), unpaired (same-position
+    gap ≥ 0.8 × neighbour gap), and the signed and absolute sums of the unpaired rows."""
+    seesaw = np.tile([-1.0, -3.0], 10)  # neighbours 2 apart
+    rows = [
+        (seesaw, seesaw + 0.1),  # paired: 0.1 at the same position, ≈ 2 beside it
+        (seesaw, np.full(20, -2.0)),  # another response: 1 at the same position and beside it
+        (seesaw[:10], np.full(10, -2.0)),  # too short to tell
+        (seesaw, np.full(20, -2.0)),  # as the second, but its policy lagged: left out
+    ]
+    rollout = np.concatenate([r for r, _ in rows])
+    old = np.concatenate([o for _, o in rows])
+    offsets = np.cumsum([0, *(len(r) for r, _ in rows)])
+    batch = RaggedBatch(
+        rollout=rollout,
+        old=old,
+        mask=np.ones(rollout.size, dtype=bool),
+        offsets=offsets,
+        steps=np.zeros(4, dtype=np.int64),
+        lags=np.array([0, 0, 0, 1]),
+    )
+    stats = evidence_statistics(batch)
+    assert stats["pairing_rows"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert stats["unpaired_rows"].tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert stats["unpaired_ell"].tolist() == [0.0, 0.0, 0.0, 0.0]  # Σ(x − y) = 10·1 − 10·1
+    assert stats["unpaired_abs"].tolist() == [0.0, 20.0, 0.0, 0.0]
+    assert stats["rollout_min"].tolist() == [-3.0] * 4
+    assert stats["old_min"].tolist() == [-2.9, -2.0, -2.0, -2.0]
+    assert stats["old_max"].tolist() == [-0.9, -2.0, -2.0, -2.0]

@@ -8,7 +8,8 @@ every statistic, its false-positive control and the detection rates measured on 
 
 **Dump bugs** (the fix is in the pipeline that made the dump; no IS/RS configuration is ever
 recommended for them), tested in this order, the first that fires explaining the dump:
-``logits_not_logprobs``, ``identical_columns``, ``misaligned_tokens``, ``swapped_columns``,
+``logits_not_logprobs``, ``identical_columns``, ``constant_column``, ``misaligned_tokens``,
+``unpaired_rows``, ``padding_in_mask``, ``context_mismatch``, ``swapped_columns``,
 ``processed_logprobs``, ``temperature_mismatch``.
 
 **Real mismatch** (correction applies), tested when no dump bug fired: ``stale_policy``,

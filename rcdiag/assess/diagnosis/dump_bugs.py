@@ -60,7 +60,8 @@ def misaligned_tokens(o: Observations) -> Detection | None:
     ratio = aligned / neighbour
     if ratio < DETECTOR_LIMITS["misaligned_gap_ratio"]:
         return None
-    if neighbour < DETECTOR_LIMITS["misaligned_gap_ratio"] * aligned:
+    shifted = neighbour < DETECTOR_LIMITS["misaligned_gap_ratio"] * aligned
+    if shifted:
         direction = "later" if best > 0 else "earlier"
         finding = (
             f"the training log-probs match the rollout's {abs(best)} position(s) {direction}: "
@@ -70,22 +71,78 @@ def misaligned_tokens(o: Observations) -> Detection | None:
         finding = (
             f"the two columns are no closer at the same position than at neighbouring ones: mean "
             f"|Δ log p| is {fmt(aligned)} as dumped and {fmt(neighbour)} against the next token, "
-            "so they do not score the same tokens"
+            "so they do not score the same tokens (the trainer read the wrong logits position, "
+            "or every row is paired with another response)"
         )
     return Detection(
         "act",
         finding,
         {
             "alignment_ratio": ratio,
-            "best_shift": best
-            if neighbour < DETECTOR_LIMITS["misaligned_gap_ratio"] * aligned
-            else 0,
+            "best_shift": best if shifted else 0,
             **{f"mean_gap_shift_{s}": gaps[s] for s in SHIFTS},
         },
         "Align the trainer's log-probs with the response tokens: the log-prob of token t comes "
         "from the logits at position t − 1 (logits[:, prompt_len − 1 : −1] scored against "
         "input_ids[:, prompt_len:]), and the response mask starts at the first response token. "
-        "No importance-sampling setting can repair misaligned log-probs.",
+        "If the positions are right, check that each row's two columns come from the same "
+        "response (a batch reordered before scoring, or joined to the wrong step). No "
+        "importance-sampling setting can repair misaligned log-probs.",
+    )
+
+
+def constant_column(o: Observations) -> Detection | None:
+    t = o.totals
+    sides = {
+        "rollout_log_probs": (t["rollout_min"], t["rollout_max"]),
+        "old_log_probs": (t["old_min"], t["old_max"]),
+    }
+    constant = [
+        (name, low) for name, (low, high) in sides.items() if math.isfinite(low) and low == high
+    ]
+    if not constant or (len(constant) == 2 and constant[0][1] == constant[1][1]):
+        return None  # none, or both the same value: identical columns
+    if t["valid_tokens"] < DETECTOR_LIMITS["min_pairs"]:
+        return None
+    names = " and ".join(f"{name} holds {fmt(value)}" for name, value in constant)
+    return Detection(
+        "act",
+        f"{names} at every sampled valid position: a placeholder, not log-probabilities (a "
+        "sampled token's log-probability varies from token to token)",
+        {f"{name}_value": value for name, value in constant},
+        "Make the engine return the log-probability of each sampled token and dump it (verl: "
+        "actor_rollout_ref.rollout.calculate_log_probs=True; vLLM and SGLang return them only "
+        "when asked), or name the right column with --rollout-col / --training-col.",
+    )
+
+
+def unpaired_rows(o: Observations) -> Detection | None:
+    t = o.totals
+    informative, unpaired = t["pairing_rows"], t["unpaired_rows"]
+    if informative < DETECTOR_LIMITS["min_pairing_rows"]:
+        return None
+    share = unpaired / informative
+    if share < DETECTOR_LIMITS["unpaired_share"]:
+        return None
+    balance = abs(t["unpaired_ell"]) / t["unpaired_abs"] if t["unpaired_abs"] > 0 else 1.0
+    if not balance < DETECTOR_LIMITS["unpaired_balance"]:
+        return None  # one-sided: a real mismatch as large as the tokens' spread, not a pairing
+    return Detection(
+        "act",
+        f"in {pct(share)} of the responses ({unpaired:.0f} of {informative:.0f} that can show it) "
+        "the two columns are no closer at the same position than at neighbouring ones: the "
+        "training log-probs of those rows belong to other responses",
+        {
+            "unpaired_rows": unpaired,
+            "pairing_rows": informative,
+            "unpaired_share": share,
+            "balance": balance,
+        },
+        "Pair the two sides by response, not by position in the batch: a batch reordered before "
+        "the trainer scored it (length balancing, dynamic batch sizes, sequence packing, "
+        "data-parallel gathering), or joined to the wrong step, puts one response's training "
+        "log-probs beside another's rollout log-probs. Restore the order (or join on uid and "
+        "sample index) and dump again; no correction applies to unpaired rows.",
     )
 
 
@@ -259,14 +316,6 @@ DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
         DUMP_BUGS_DOCS,
     ),
     CauseRecord(
-        "padding_in_mask",
-        "dump_bug",
-        "Padding is counted in the response mask",
-        padding_in_mask,
-        ("pad_row_share", "min_pad_tokens"),
-        DUMP_BUGS_DOCS,
-    ),
-    CauseRecord(
         "identical_columns",
         "dump_bug",
         "The two log-prob columns are identical",
@@ -275,11 +324,35 @@ DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
         DUMP_BUGS_DOCS,
     ),
     CauseRecord(
+        "constant_column",
+        "dump_bug",
+        "A log-prob column holds a placeholder",
+        constant_column,
+        ("min_pairs",),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
         "misaligned_tokens",
         "dump_bug",
         "The two columns score different tokens",
         misaligned_tokens,
         ("misaligned_gap_ratio", "min_pairs"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "unpaired_rows",
+        "dump_bug",
+        "The two columns of a row belong to different responses",
+        unpaired_rows,
+        ("unpaired_share", "unpaired_balance", "min_pairing_rows"),
+        DUMP_BUGS_DOCS,
+    ),
+    CauseRecord(
+        "padding_in_mask",
+        "dump_bug",
+        "Padding is counted in the response mask",
+        padding_in_mask,
+        ("pad_row_share", "min_pad_tokens"),
         DUMP_BUGS_DOCS,
     ),
     CauseRecord(

@@ -31,6 +31,9 @@ DETECTOR_LIMITS: dict[str, float] = {
     "temperature_steps": 0.8,
     "misaligned_gap_ratio": 0.5,
     "min_pairs": 100,
+    "unpaired_share": 0.05,
+    "unpaired_balance": 0.3,
+    "min_pairing_rows": 20,
     "stale_ratio": 2.0,
     "min_lag_tokens": 100,
     "tail_ratio": 3.0,
@@ -56,6 +59,11 @@ DETECTOR_LIMITS: dict[str, float] = {
   the smallest one against a neighbouring position (aligned columns sit far below: one token's
   two log-probs differ far less than two tokens' do); a shift whose gap is below this share of the
   aligned one names the offset. ``min_pairs`` sampled pairs needed.
+* ``unpaired_share``, ``min_pairing_rows``: the share of responses whose columns are no closer at
+  the same position than at a neighbouring one (:mod:`rcdiag.metrics.evidence`, pairing), among
+  at least this many responses that can show it; over those rows |Σ(x − y)| / Σ|x − y| below
+  ``unpaired_balance`` (two responses' log-probs differ both ways alike; a real mismatch that
+  large is one-sided, its mean being KL ≥ 0).
 * ``stale_ratio``: k3_kl of lagged rows over that of lag-0 rows; ``min_lag_tokens`` per lag.
 * ``tail_ratio``, ``tail_size``: (p99.9 − p0.1) / (p99 − p1) of ℓ (1.33 for a normal law) and the
   size of the outer quantiles that makes a tail matter.
