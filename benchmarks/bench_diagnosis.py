@@ -5,7 +5,7 @@ engine samples from) at several levels of numerical noise, N seeds each: how oft
 is named, and how often a wrong dump-bug id is. Then every shipped sample dump, with its verdict and
 causes. Usage:
 
-    python benchmarks/bench_diagnosis.py [--seeds 20]
+    python benchmarks/bench_diagnosis.py [--seeds 20] [--variants clean,unpaired,…]
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ def diagnosis(path: Path) -> Diagnosis:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="planted variants, comma-separated"
+    )
     args = parser.parse_args()
+    chosen = [v for v in VARIANTS if v in args.variants.split(",")]
     root = Path(tempfile.mkdtemp())
     print(f"| planted | {' | '.join(f'σ = {n}' for n in NOISES)} |")
     print(f"| --- | {' | '.join('---' for _ in NOISES)} |")
-    for variant in VARIANTS:
+    for variant in chosen:
         cells = []
         for noise in NOISES:
             right = wrong = 0

@@ -25,7 +25,10 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
 * ``spike`` — one step (the third) with ×8 the noise, the others alike;
 * ``unpaired`` — a quarter of the rows of every step carry another row's training column (a batch
   reordered before the trainer scored it);
-* ``placeholder`` — the engine's column holds 0.0 everywhere (its log-probs were never returned).
+* ``placeholder`` — the engine's column holds 0.0 everywhere (its log-probs were never returned);
+* ``prompt`` — the mask counts the prompt: each response starts with 4–12 positions where the
+  engine's column holds 0.0 (it scored no prompt token) and the trainer's the log-prob of a
+  prompt token.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ CAUSES: dict[str, str | None] = {
     "spike": None,
     "unpaired": "unpaired_rows",
     "placeholder": "constant_column",
+    "prompt": "padding_in_mask",
 }
 """Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
 VARIANTS = tuple(CAUSES)
@@ -132,6 +136,9 @@ def planted_step(
         old[:quarter] = np.roll(old[:quarter], 1, axis=0)
     elif variant == "placeholder":
         rollout = np.zeros_like(rollout)
+    elif variant == "prompt":
+        before = np.arange(length)[None, :] < rng.integers(4, 13, rows)[:, None]
+        rollout = np.where(before, 0.0, rollout)
     elif variant == "padding":
         ends = rng.integers(length // 2, length + 1, rows)
         after = np.arange(length)[None, :] >= ends[:, None]

@@ -20,6 +20,7 @@ from rcdiag.assess.diagnosis.observations import DETECTOR_LIMITS, ratio_z
 from rcdiag.cli import app
 from rcdiag.metrics.analysis import AnalyzeOptions
 from rcdiag.metrics.evidence import evidence_statistics
+from rcdiag.metrics.positions import position_statistics
 from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.metrics.records import JUDGED, RECORDS, REGISTRY
 from rcdiag.run.dump import DumpSpec
@@ -254,3 +255,31 @@ def test_pairing_and_constancy_evidence_by_hand() -> None:
     assert stats["rollout_min"].tolist() == [-3.0] * 4
     assert stats["old_min"].tolist() == [-2.9, -2.0, -2.0, -2.0]
     assert stats["old_max"].tolist() == [-0.9, -2.0, -2.0, -2.0]
+
+
+def test_padded_ends_by_hand() -> None:
+    """A run of ≥ 4 valid positions at either end of a response where one column repeats one value
+    and the other does not, the two more than 1 apart on average: counted once per position."""
+    varied = np.array([-1.0, -2.5, -0.5, -3.0, -1.5, -2.0, -0.7, -2.2])
+    rows = [
+        (np.r_[varied[:4], np.zeros(4)], varied),  # a padded tail of 4 in the engine's column
+        (np.r_[np.zeros(5), varied[5:]], varied),  # a padded start of 5 (the prompt)
+        (varied, varied + 0.01),  # nothing padded
+        (np.r_[varied[:5], np.zeros(3)], varied),  # a run of 3 is too short
+    ]
+    rollout = np.concatenate([r for r, _ in rows])
+    old = np.concatenate([o for _, o in rows])
+    batch = RaggedBatch(
+        rollout=rollout,
+        old=old,
+        mask=np.ones(rollout.size, dtype=bool),
+        offsets=np.arange(5) * 8,
+        steps=np.zeros(4, dtype=np.int64),
+    )
+    stats = position_statistics(batch)
+    assert stats["pad_rows"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert stats["pad_tokens"].tolist() == [4.0, 5.0, 0.0, 0.0]
+    assert stats["lead_tokens"].tolist() == [0.0, 5.0, 0.0, 0.0]
+    assert stats["pad_abs"].tolist() == pytest.approx(
+        [1.5 + 2.0 + 0.7 + 2.2, 1.0 + 2.5 + 0.5 + 3.0 + 1.5, 0.0, 0.0]
+    )

@@ -85,20 +85,30 @@ EVIDENCE_STATISTICS: dict[str, Kind] = {
 combine."""
 
 
-def prefix_sample(offsets: I64, limit: int = PREFIX_POSITIONS) -> tuple[I64, np.ndarray]:
+def prefix_sample(
+    offsets: I64, limit: int = PREFIX_POSITIONS, lead: I64 | None = None, tail: I64 | None = None
+) -> tuple[I64, np.ndarray]:
     """The prefix sample as a [rows, width] table of flat indices (width ≤ ``limit``), and which
-    of its cells lie inside their row; the cells outside repeat a valid index.
+    of its cells lie inside their row; the cells outside repeat a valid index. A row's first
+    ``lead`` and last ``tail`` positions are left out: its sample starts after them.
 
     Example:
         >>> index, inside = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
         >>> index.tolist(), inside.tolist()
         ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]])
+        >>> prefix_sample(np.array([0, 3, 8]), limit=2, lead=np.array([1, 0]))[0].tolist()
+        [[1, 2], [3, 4]]
     """
-    take = np.minimum(np.diff(offsets), limit)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    if lead is not None:
+        starts, lengths = starts + lead, lengths - lead
+    if tail is not None:
+        lengths = lengths - tail
+    take = np.minimum(lengths, limit)
     width = int(take.max(initial=0))
     column = np.arange(width, dtype=np.int64)
     inside = column < take[:, None]
-    index = np.where(inside, offsets[:-1, None] + column, 0)
+    index = np.where(inside, starts[:, None] + column, 0)
     return index, inside
 
 
@@ -110,10 +120,11 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
     """
     with np.errstate(over="ignore", invalid="ignore"):
         positions = position_statistics(batch)
-        return {**_evidence_statistics(batch, positions["pad_tokens"]), **positions}
+        padded, lead = positions["pad_tokens"], positions["lead_tokens"]
+        return {**_evidence_statistics(batch, padded, lead), **positions}
 
 
-def _evidence_statistics(batch: RaggedBatch, padded: F64) -> dict[str, F64]:
+def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str, F64]:
     index, inside = prefix_sample(batch.offsets)
     if index.size == 0:  # no row holds a position
         empty = {name: np.zeros(batch.rows) for name in EVIDENCE_STATISTICS}
@@ -129,8 +140,12 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64) -> dict[str, F64]:
         "old_min": np.where(sampled, batch.old[index], np.inf).min(axis=1),
         "old_max": np.where(sampled, batch.old[index], -np.inf).max(axis=1),
     }
-    generated = np.diff(batch.offsets) - padded.astype(np.int64)  # less the padded tail
-    valid = sampled & (np.arange(index.shape[1]) < generated[:, None])
+    if padded.any():  # the sample of what was generated: after a padded start, before a tail
+        lead_n = lead.astype(np.int64)
+        index, inside = prefix_sample(
+            batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n
+        )
+    valid = batch.mask[index] & inside
     x = batch.rollout[index] * valid  # 0 at invalid cells (finite there after the product
     y = batch.old[index] * valid  # only when they were finite: masked garbage is replaced next)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):

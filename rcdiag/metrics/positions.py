@@ -9,12 +9,14 @@ other evidence (:data:`POSITION_STATISTICS`):
   fixed position (an fp8 KV cache, chunked prefill) or that is huge on the first tokens and decays
   (the two sides scored the response after different contexts) shows in this profile; numerics
   spread evenly over it.
-* **Padded tails**: the trailing run of valid positions of a response where one column holds one
-  value over and over (0.0, a pad token's score) while the other column does not. A generated
-  token rarely has the very same log-probability as the tokens before it, so a run of
+* **Padded ends**: the trailing (or leading) run of valid positions of a response where one column
+  holds one value over and over (0.0, a pad token's score) while the other column does not. A
+  generated token rarely has the very same log-probability as the tokens beside it, so a run of
   :data:`PAD_RUN` or more such positions where the columns differ by more than :data:`PAD_GAP`
-  means positions that were never generated are counted in the mask. Per row: whether it ends in
-  such a run, the run's length and Σ|ℓ| over it.
+  means positions that were never generated are counted in the mask: padding after the response,
+  or the prompt before it (which the engine did not score). Per row: whether it ends or starts
+  in such a run, the runs' length (``pad_tokens``, with ``lead_tokens`` of it at the start) and
+  Σ|ℓ| over them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ POSITION_STATISTICS: dict[str, Kind] = {
     "pad_rows": "sum",
     "pad_tokens": "sum",
     "pad_abs": "sum",
+    "lead_tokens": "sum",
 }
 """The per-row sums this module gives, and how they combine."""
 
@@ -54,7 +57,7 @@ def position_statistics(batch: RaggedBatch) -> dict[str, F64]:
         inside = bins == index
         stats[f"pos_{edge}_abs"] = segment_sum(np.where(inside, abs_ell, 0.0), offsets)
         stats[f"pos_{edge}_n"] = segment_sum(inside & valid, offsets)
-    stats.update(_padded_tails(batch, abs_ell))
+    stats.update(_padded_ends(batch, abs_ell))
     return stats
 
 
@@ -80,24 +83,48 @@ def _trailing_run(values: F64, valid: np.ndarray, offsets: I64) -> I64:
     return out
 
 
-def _padded_tails(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
-    offsets, valid = batch.offsets, batch.mask
-    rollout_run = _trailing_run(batch.rollout, valid, offsets)
-    old_run = _trailing_run(batch.old, valid, offsets)
-    # one column repeats over the tail and the other does not repeat as long
+def _padded_run(
+    batch: RaggedBatch, abs_ell: F64, offsets: I64, order: slice
+) -> I64:
+    """Per row (in ``order`` of the flat arrays: forward for the tails, reversed for the starts):
+    the length of its padded trailing run (0 when none)."""
+    rollout, old, valid, abs_ell = (
+        batch.rollout[order],
+        batch.old[order],
+        batch.mask[order],
+        abs_ell[order],
+    )
+    rollout_run = _trailing_run(rollout, valid, offsets)
+    old_run = _trailing_run(old, valid, offsets)
+    # one column repeats over the run and the other does not repeat as long
     run = np.where(rollout_run >= old_run, rollout_run, old_run)
     other = np.minimum(rollout_run, old_run)
     candidate = (run >= PAD_RUN) & (other < run)
     length = np.where(candidate, run, 0)
-    # Σ|ℓ| over each candidate tail: the row's suffix of that length
+    # Σ|ℓ| over each candidate run: the row's suffix of that length
     with np.errstate(invalid="ignore"):
         cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
         ends = offsets[1:]
-        tail_abs = cumulative[ends] - cumulative[ends - length]
-        padded = candidate & (tail_abs > PAD_GAP * length)
-    length = np.where(padded, length, 0)
+        run_abs = cumulative[ends] - cumulative[ends - length]
+        padded = candidate & (run_abs > PAD_GAP * length)
+    return np.where(padded, length, 0)
+
+
+def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
+    offsets = batch.offsets
+    tail = _padded_run(batch, abs_ell, offsets, slice(None))
+    reversed_offsets = offsets[-1] - offsets[::-1]
+    lead = _padded_run(batch, abs_ell, reversed_offsets, slice(None, None, -1))[::-1]
+    lead = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
+    with np.errstate(invalid="ignore"):
+        cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
+        starts, ends = offsets[:-1], offsets[1:]
+        padded_abs = (cumulative[ends] - cumulative[ends - tail]) + (
+            cumulative[starts + lead] - cumulative[starts]
+        )
     return {
-        "pad_rows": padded.astype(np.float64),
-        "pad_tokens": length.astype(np.float64),
-        "pad_abs": np.where(padded, tail_abs, 0.0),
+        "pad_rows": ((tail > 0) | (lead > 0)).astype(np.float64),
+        "pad_tokens": (tail + lead).astype(np.float64),
+        "pad_abs": np.where(tail + lead > 0, padded_abs, 0.0),
+        "lead_tokens": lead.astype(np.float64),
     }

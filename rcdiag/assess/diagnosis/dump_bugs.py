@@ -253,16 +253,31 @@ def padding_in_mask(o: Observations) -> Detection | None:
         return None
     gap = t["pad_abs"] / tokens
     valid = t["valid_tokens"]
+    lead = t["lead_tokens"]
+    where = (
+        "end in"
+        if lead == 0
+        else "start with"
+        if lead == tokens
+        else f"start with or end in ({pct(lead / tokens)} of them at the start)"
+    )
     return Detection(
         "act",
-        f"{pct(share)} of the responses end in positions where one column repeats one value "
+        f"{pct(share)} of the responses {where} positions where one column repeats one value "
         f"while the other does not ({fmt(tokens / padded, 3)} positions on average, "
         f"{pct(tokens / valid)} of the valid tokens; mean |Δ log p| {fmt(gap)} there): positions "
         "that were never generated are counted in the mask",
-        {"padded_rows": padded, "padded_tokens": tokens, "row_share": share, "mean_gap": gap},
-        "Set response_mask to 0 after each response's last generated token (padding, and what "
-        "follows the end-of-sequence token, must not count), then dump again: every metric of "
-        "this dump includes those positions.",
+        {
+            "padded_rows": padded,
+            "padded_tokens": tokens,
+            "leading_tokens": lead,
+            "row_share": share,
+            "mean_gap": gap,
+        },
+        "Mark only generated tokens in response_mask: 0 after each response's last generated "
+        "token (padding, and what follows the end-of-sequence token) and 0 before its first (the "
+        "prompt, which the engine did not score), then dump again: every metric of this dump "
+        "includes those positions.",
     )
 
 
@@ -350,7 +365,7 @@ DUMP_BUG_CAUSES: tuple[CauseRecord, ...] = (
     CauseRecord(
         "padding_in_mask",
         "dump_bug",
-        "Padding is counted in the response mask",
+        "The mask counts positions that were not generated",
         padding_in_mask,
         ("pad_row_share", "min_pad_tokens"),
         DUMP_BUGS_DOCS,
