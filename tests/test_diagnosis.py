@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from planted import CAUSES, write_planted
 from typer.testing import CliRunner
@@ -283,3 +285,72 @@ def test_padded_ends_by_hand() -> None:
     assert stats["pad_abs"].tolist() == pytest.approx(
         [1.5 + 2.0 + 0.7 + 2.2, 1.0 + 2.5 + 0.5 + 3.0 + 1.5, 0.0, 0.0]
     )
+
+
+def _real_model_rows(
+    variant: str,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray]:
+    table = pq.read_table(
+        Path(__file__).resolve().parent.parent / "sample_data" / "model" / variant
+    )
+    data = table.to_pydict()
+    rollout = [np.asarray(r, dtype=np.float64) for r in data["rollout_log_probs"]]
+    old = [np.asarray(o, dtype=np.float64) for o in data["old_log_probs"]]
+    mask = [np.asarray(m, dtype=bool) for m in data["response_mask"]]
+    return rollout, old, mask, np.asarray(data["step"])
+
+
+def _other_row(old: list[np.ndarray], rows: np.ndarray, length: int, shift: int) -> np.ndarray:
+    """Row ``rows[shift]``'s training column cut or zero-padded to ``length`` (a wrong join)."""
+    theirs = old[int(rows[shift % rows.size])][:length]
+    return np.concatenate([theirs, np.zeros(length - theirs.size)])
+
+
+def _plant_in_real_rows(bug: str, variant: str) -> dict[str, list[np.ndarray]]:
+    rollout, old, mask, steps = _real_model_rows(variant)
+    if bug == "placeholder":
+        rollout = [np.zeros_like(r) for r in rollout]
+    elif bug == "prompt":
+        prompt = [np.resize(o, 20) for o in old[7:] + old[:7]]  # another row's log-probs
+        rollout = [np.r_[np.zeros(20), r] for r in rollout]
+        old = [np.r_[p, o] for p, o in zip(prompt, old, strict=True)]
+        mask = [np.r_[np.ones(20, dtype=bool), m] for m in mask]
+    else:  # rows of a step paired with other rows: all of them, or the first quarter
+        shuffled = list(old)
+        for step in np.unique(steps):
+            rows = np.flatnonzero(steps == step)
+            moved = rows if bug == "all_rows_unpaired" else rows[: rows.size // 4]
+            for k, row in enumerate(moved):
+                shuffled[row] = _other_row(old, moved, rollout[row].size, k + 1)
+        old = shuffled
+    return {"rollout": rollout, "old": old, "mask": mask, "steps": [steps]}
+
+
+@pytest.mark.parametrize("variant", ["bf16", "fp8"])
+@pytest.mark.parametrize(
+    ("bug", "cause"),
+    [
+        ("placeholder", "constant_column"),
+        ("prompt", "padding_in_mask"),
+        ("quarter_unpaired", "unpaired_rows"),
+        ("all_rows_unpaired", "misaligned_tokens"),
+    ],
+)
+def test_bugs_planted_in_real_model_rows(
+    tmp_path: Path, variant: str, bug: str, cause: str
+) -> None:
+    """Real transformer log-probs (sample_data/model) with a pipeline bug planted: that bug alone."""
+    planted = _plant_in_real_rows(bug, variant)
+    path = tmp_path / "dump.parquet"
+    floats = pa.list_(pa.float64())
+    table = pa.table(
+        {
+            "rollout_log_probs": pa.array([r.tolist() for r in planted["rollout"]], floats),
+            "old_log_probs": pa.array([o.tolist() for o in planted["old"]], floats),
+            "response_mask": pa.array([m.tolist() for m in planted["mask"]], pa.list_(pa.bool_())),
+            "step": pa.array(planted["steps"][0]),
+        }
+    )
+    pq.write_table(table, path)
+    diagnosis = diagnosis_of(path)
+    assert [c["id"] for c in diagnosis["causes"]] == [cause]
