@@ -183,13 +183,23 @@ def numeric_mismatch(o: Observations) -> Detection | None:
         return None
     if growing_drift(o) is not None and stale_policy(o) is None:
         return None  # a growing mismatch is drift or staleness; numerics stay flat
+    advice = (
+        "Correct it with token-level truncated importance sampling (a decoupled token-IS preset); "
+        "at the source, match precisions (fp32 lm_head / logits in the engine) where possible."
+    )
+    if o.level(K3_KL, k3) == "act":  # past the band that precision differences stay within
+        advice = (
+            f"A flat k3_kl of {fmt(k3)} is more than bf16 or fp8 arithmetic usually gives: first "
+            "check that the engine runs the trainer's current weights (a weight sync that failed "
+            "or was partial, a LoRA adapter not loaded or not merged, another checkpoint or "
+            "quantisation). " + advice
+        )
     return Detection(
         level,
         f"the engine and the trainer compute different probabilities for the same tokens: "
         f"k3_kl = {fmt(k3)}, mean |Δ log p| = {fmt(gap)}",
         {"k3_kl": k3, "abs_log_ratio_mean": gap},
-        "Correct it with token-level truncated importance sampling (a decoupled token-IS preset); "
-        "at the source, match precisions (fp32 lm_head / logits in the engine) where possible.",
+        advice,
     )
 
 
