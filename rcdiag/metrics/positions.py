@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_sum
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 POSITION_EDGES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64)
 """First position of each bin; the last bin runs to the end of the response."""
@@ -47,78 +47,83 @@ POSITION_STATISTICS: dict[str, Kind] = {
 
 def position_statistics(batch: RaggedBatch) -> dict[str, F64]:
     """Per-row sums of :data:`POSITION_STATISTICS` (module docstring)."""
-    offsets = batch.offsets
-    position = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], batch.lengths)
-    bins = np.searchsorted(np.asarray(POSITION_EDGES), position, side="right") - 1
+    offsets, lengths = batch.offsets, batch.lengths
+    rows, bins = offsets.size - 1, len(POSITION_EDGES)
     abs_ell = np.abs(batch.log_ratio)  # 0 at invalid positions
-    valid = batch.mask
+    position = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+    # one key per (row, position bin): two weighted counts give every bin's sums at once
+    key = _BIN_OF[np.minimum(position, POSITION_EDGES[-1])]
+    key += np.repeat(np.arange(rows, dtype=np.int64) * bins, lengths)
+    size = rows * bins
+    sums = np.bincount(key, abs_ell, size).astype(np.float64, copy=False).reshape(rows, bins)
+    counts = np.bincount(key, batch.mask, size).astype(np.float64, copy=False).reshape(rows, bins)
     stats: dict[str, F64] = {}
     for index, edge in enumerate(POSITION_EDGES):
-        inside = bins == index
-        stats[f"pos_{edge}_abs"] = segment_sum(np.where(inside, abs_ell, 0.0), offsets)
-        stats[f"pos_{edge}_n"] = segment_sum(inside & valid, offsets)
+        stats[f"pos_{edge}_abs"] = sums[:, index]
+        stats[f"pos_{edge}_n"] = counts[:, index]
     stats.update(_padded_ends(batch, abs_ell))
     return stats
 
 
-def _trailing_run(values: F64, valid: np.ndarray, offsets: I64) -> I64:
-    """Per row: how many of its last valid positions hold the same value as its last one (0 for
-    a row that does not end on a valid position)."""
-    n = values.size
-    rows = offsets.size - 1
-    if n == 0:
-        return np.zeros(rows, dtype=np.int64)
-    starts = np.zeros(n, dtype=bool)
-    starts[offsets[:-1][offsets[:-1] < n]] = True
-    changed = starts.copy()
-    changed[1:] |= values[1:] != values[:-1]
-    changed |= ~valid  # an invalid position breaks a run
-    index = np.arange(n, dtype=np.int64)
-    run_start = np.maximum.accumulate(np.where(changed, index, 0))
-    ends = offsets[1:] - 1
+_BIN_OF = (
+    np.searchsorted(np.asarray(POSITION_EDGES), np.arange(POSITION_EDGES[-1] + 1), "right") - 1
+)
+"""The bin of each position 0 … the last edge (positions past it share the last bin)."""
+
+
+def _runs(values: F64, valid: np.ndarray, offsets: I64) -> tuple[I64, I64]:
+    """Per row: how many of its first valid positions hold the same value as its first one, and
+    how many of its last hold the same value as its last one (0 for a row that does not start,
+    or end, on a valid position).
+
+    A *break* is a position that does not continue the run before it: a row's start, a new
+    value, an invalid position or the one after it. The trailing run starts at the row's last
+    break; the leading run ends at the first break after the row's start.
+    """
+    n, rows = values.size, offsets.size - 1
+    lead, tail = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
     nonempty = offsets[1:] > offsets[:-1]
-    out = np.zeros(rows, dtype=np.int64)
-    last = ends[nonempty]
-    out[nonempty] = np.where(valid[last], last - run_start[last] + 1, 0)
-    return out
+    if n == 0 or not nonempty.any():
+        return lead, tail
+    starts, ends = offsets[:-1][nonempty], offsets[1:][nonempty]
+    invalid = ~valid
+    breaks = np.empty(n, dtype=bool)
+    breaks[0] = True
+    np.not_equal(values[1:], values[:-1], out=breaks[1:])
+    breaks |= invalid
+    breaks[1:] |= invalid[:-1]
+    breaks[starts] = True
+    index = np.arange(n, dtype=np.int64)
+    last_break = np.maximum.reduceat(np.where(breaks, index, -1), starts)
+    tail[nonempty] = np.where(valid[ends - 1], ends - last_break, 0)
+    breaks[starts] = False  # the first break after each start ends its leading run
+    first_break = np.minimum(np.minimum.reduceat(np.where(breaks, index, n), starts), ends)
+    lead[nonempty] = np.where(valid[starts], first_break - starts, 0)
+    return lead, tail
 
 
-def _padded_run(
-    batch: RaggedBatch, abs_ell: F64, offsets: I64, order: slice
-) -> I64:
-    """Per row (in ``order`` of the flat arrays: forward for the tails, reversed for the starts):
-    the length of its padded trailing run (0 when none)."""
-    rollout, old, valid, abs_ell = (
-        batch.rollout[order],
-        batch.old[order],
-        batch.mask[order],
-        abs_ell[order],
-    )
-    rollout_run = _trailing_run(rollout, valid, offsets)
-    old_run = _trailing_run(old, valid, offsets)
-    # one column repeats over the run and the other does not repeat as long
-    run = np.where(rollout_run >= old_run, rollout_run, old_run)
-    other = np.minimum(rollout_run, old_run)
-    candidate = (run >= PAD_RUN) & (other < run)
-    length = np.where(candidate, run, 0)
-    # Σ|ℓ| over each candidate run: the row's suffix of that length
-    with np.errstate(invalid="ignore"):
-        cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
-        ends = offsets[1:]
-        run_abs = cumulative[ends] - cumulative[ends - length]
-        padded = candidate & (run_abs > PAD_GAP * length)
-    return np.where(padded, length, 0)
+def _padded(runs: tuple[I64, I64], other: tuple[I64, I64], side: int) -> I64:
+    """Per row, a candidate padded run on one ``side`` (0 leading, 1 trailing): one column
+    repeats over ≥ :data:`PAD_RUN` positions and the other does not repeat as long."""
+    mine, theirs = runs[side], other[side]
+    run, shorter = np.maximum(mine, theirs), np.minimum(mine, theirs)
+    return np.where((run >= PAD_RUN) & (shorter < run), run, 0)
 
 
 def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
     offsets = batch.offsets
-    tail = _padded_run(batch, abs_ell, offsets, slice(None))
-    reversed_offsets = offsets[-1] - offsets[::-1]
-    lead = _padded_run(batch, abs_ell, reversed_offsets, slice(None, None, -1))[::-1]
-    lead = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
+    rollout = _runs(batch.rollout, batch.mask, offsets)
+    old = _runs(batch.old, batch.mask, offsets)
+    lead, tail = _padded(rollout, old, 0), _padded(rollout, old, 1)
     with np.errstate(invalid="ignore"):
         cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
         starts, ends = offsets[:-1], offsets[1:]
+        # the columns differ there by more than PAD_GAP on average: never generated
+        tail_abs = cumulative[ends] - cumulative[ends - tail]
+        tail = np.where(tail_abs > PAD_GAP * tail, tail, 0)
+        lead_abs = cumulative[starts + lead] - cumulative[starts]
+        lead = np.where(lead_abs > PAD_GAP * lead, lead, 0)
+        lead = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
         padded_abs = (cumulative[ends] - cumulative[ends - tail]) + (
             cumulative[starts + lead] - cumulative[starts]
         )
