@@ -101,13 +101,13 @@ def _check(config: dict[str, Any], dialect: str, data: tuple) -> None:
     assert_metrics_match(got, want, f"{dialect} {config}")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(latest_config(), batch())
 def test_random_latest_configurations(config: dict[str, Any], data: tuple) -> None:
     _check(config, "latest", data)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(legacy_config(), batch())
 def test_random_legacy_configurations(config: dict[str, Any], data: tuple) -> None:
     _check(config, "legacy", data)
