@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,3 +36,22 @@ def _tool_dirs_in_the_session_tmp(tmp_path_factory: pytest.TempPathFactory) -> I
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+_HYPOTHESIS_HOME: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis keeps its cache in a temporary directory, removed at the end (by default it
+    writes ``.hypothesis/`` into the working directory while the tests are collected)."""
+    try:
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:  # pragma: no cover - hypothesis is a test dependency
+        return
+    _HYPOTHESIS_HOME.append(tempfile.mkdtemp(prefix="rcdiag-hypothesis-"))
+    set_hypothesis_home_dir(_HYPOTHESIS_HOME[-1])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for directory in _HYPOTHESIS_HOME:
+        shutil.rmtree(directory, ignore_errors=True)
