@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rcdiag.dialects import Dialect
+from rcdiag.model.advice import Verdict
 from rcdiag.model.diagnosis import Diagnosis, MetricStatus
 from rcdiag.model.display import Displayed
-from rcdiag.model.fields import Field, JsonRecord, safe_numbers
+from rcdiag.model.fields import Field, JsonRecord, json_safe, safe_numbers
 from rcdiag.model.frameworks import FrameworkResult, read_frameworks
 from rcdiag.model.parts import (
     Metrics,
@@ -53,6 +54,8 @@ class AnalysisResult(Displayed, JsonRecord):
         rcdiag_version: the version of rcdiag that computed the numbers.
         frameworks: other frameworks' metrics under their own names (``--frameworks``; None
             when not asked for, and then not in the document).
+        verdict: the verdict (status, headline, deciding gauges), decided once when the result
+            is built (:mod:`rcdiag.assess.verdict`); None in a document written before it.
     """
 
     dialect: Dialect
@@ -64,6 +67,7 @@ class AnalysisResult(Displayed, JsonRecord):
     diagnosis: Diagnosis
     rcdiag_version: str = __version__
     frameworks: tuple[FrameworkResult, ...] | None = None
+    verdict: Verdict | None = None
 
     @property
     def steps(self) -> pl.DataFrame:
@@ -92,6 +96,8 @@ class AnalysisResult(Displayed, JsonRecord):
         }
         if self.frameworks is not None:
             out["frameworks"] = [f.to_json() for f in self.frameworks]
+        if self.verdict is not None:
+            out["verdict"] = json_safe(self.verdict.to_json())
         return out
 
     @classmethod
@@ -107,4 +113,5 @@ class AnalysisResult(Displayed, JsonRecord):
             checks=read_checks(field["checks"]),
             diagnosis=Diagnosis.read(field["diagnosis"]),
             frameworks=None if (f := field.get("frameworks")) is None else read_frameworks(f),
+            verdict=None if (v := field.get("verdict")) is None else Verdict.read(v),
         )

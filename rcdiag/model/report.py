@@ -90,7 +90,8 @@ class ReportDocument(Displayed, JsonRecord):
 
     @classmethod
     def of(cls, analysis: AnalysisResult, **parts: Any) -> ReportDocument:
-        """The document of an analysis and the report's other parts (keyword arguments)."""
+        """The document of an analysis (its verdict included) and the report's other parts
+        (keyword arguments)."""
         return cls(
             dialect=analysis.dialect,
             source=analysis.source,
@@ -101,7 +102,7 @@ class ReportDocument(Displayed, JsonRecord):
             diagnosis=analysis.diagnosis,
             frameworks=analysis.frameworks,
             rcdiag_version=analysis.rcdiag_version,
-            **parts,
+            **{"verdict": analysis.verdict, **parts},
         )
 
     @property
@@ -165,6 +166,7 @@ class ReportDocument(Displayed, JsonRecord):
             diagnosis=self.diagnosis,
             rcdiag_version=self.rcdiag_version,
             frameworks=self.frameworks,
+            verdict=self.verdict,
         )
 
     def to_json(self) -> dict[str, Any]:

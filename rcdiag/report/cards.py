@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rcdiag.assess.verdict.signals import verdict as verdict_of
 from rcdiag.assess.wording import STATUS_WORDS
 from rcdiag.formatting import count, pct, short
 from rcdiag.metrics.records import ABS_LOG_RATIO_MEAN, CHI2_SEQ, ESS_SEQ, K3_KL, REGISTRY
@@ -28,7 +27,6 @@ from rcdiag.model import (
     ReportDocument,
     SourceInfo,
     StepResult,
-    Verdict,
 )
 from rcdiag.report.texts import SUMMARY_COLUMNS
 from rcdiag.report.view import cause_views, gauge_view, key_metric_cards, summary_cells
@@ -137,18 +135,27 @@ def _trends(steps: Sequence[StepResult] | None) -> tuple[Trend, ...]:
     return tuple(trends)
 
 
-def _judged(document: ReportDocument, the_verdict: Verdict | None = None) -> dict[str, Any]:
-    """The verdict, gauges, key metrics and causes of a document with overall metrics."""
+def _judged(document: ReportDocument) -> dict[str, Any]:
+    """The verdict, gauges, key metrics and causes of a document with overall metrics (a document
+    read from a file written before results carried their verdict shows its diagnosis' status)."""
     data = document.to_json()
-    decided = the_verdict or verdict_of(data)
+    read = {
+        "metrics": tuple(key_metric_cards(data)),
+        "causes": tuple(cause_views(data)),
+        "trends": _trends(document.step_results),
+    }
+    decided = document.verdict
+    if decided is None:
+        return {
+            **read,
+            "status": None if document.diagnosis is None else document.diagnosis.verdict,
+        }
     return {
+        **read,
         "status": decided.status,
         "headline": decided.headline,
         "blurb": decided.blurb,
         "gauges": tuple(gauge_view(g.to_json()) for g in decided.deciding),
-        "metrics": tuple(key_metric_cards(data)),
-        "causes": tuple(cause_views(data)),
-        "trends": _trends(document.step_results),
     }
 
 
@@ -189,7 +196,7 @@ def _analysis_card(result: AnalysisResult) -> Card:
 def _report_card(document: ReportDocument) -> Card:
     judged: dict[str, Any] = {}
     if document.overall is not None:
-        judged = _judged(document, document.verdict)
+        judged = _judged(document)
     tables = () if not document.presets else (_configurations(document.presets, "Presets"),)
     return Card(
         "rcdiag report",

@@ -13,6 +13,7 @@ from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
 from rcdiag.assess.diagnosis.spikes import isolated_spikes
 from rcdiag.assess.judge import judge
+from rcdiag.assess.verdict.signals import verdict
 from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
 from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
@@ -107,7 +108,7 @@ def analysis_result(done: Pass) -> AnalysisResult:
     source = source_info(dump, reader, analysis.stats)
     steps = [StepResult(*s) for s in analysis.step_results()]
     statuses, diagnosis = assess(analysis, steps, reader.positive_log_probs)
-    return AnalysisResult(
+    result = AnalysisResult(
         dialect=options.dialect,
         source=source,
         options=RunOptions(
@@ -121,6 +122,7 @@ def analysis_result(done: Pass) -> AnalysisResult:
         diagnosis=diagnosis,
         frameworks=None if done.frameworks is None else done.frameworks.results(),
     )
+    return dataclasses.replace(result, verdict=verdict(result.to_json()))
 
 
 def assess(
