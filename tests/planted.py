@@ -26,6 +26,8 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
 * ``unpaired`` — a quarter of the rows of every step carry another row's training column (a batch
   reordered before the trainer scored it);
 * ``placeholder`` — the engine's column holds 0.0 everywhere (its log-probs were never returned);
+* ``kv_cache`` — the engine's noise grows along the response, from 0 at the first position to
+  ×4 at the last (precision lost with the context, as with an fp8 KV cache);
 * ``prompt`` — the mask counts the prompt: each response starts with 4–12 positions where the
   engine's column holds 0.0 (it scored no prompt token) and the trainer's the log-prob of a
   prompt token.
@@ -63,6 +65,7 @@ CAUSES: dict[str, str | None] = {
     "unpaired": "unpaired_rows",
     "placeholder": "constant_column",
     "prompt": "padding_in_mask",
+    "kv_cache": "position_growth",
 }
 """Each variant and the cause the diagnosis must name for it (None: no dump bug)."""
 VARIANTS = tuple(CAUSES)
@@ -116,6 +119,8 @@ def planted_step(
     scale = {"growing": growth, "jump": 4.0 if step >= steps // 2 else 1.0}.get(variant, 1.0)
     if variant == "spike" and step == 2:
         scale = 8.0
+    if variant == "kv_cache":
+        scale = 4.0 * np.arange(length)[None, :, None] / length
     engine_z = z + scale * noise * rng.standard_normal(z.shape)
     log_q = _log_softmax(engine_z / (TEMPERATURE if variant == "temperature" else 1.0))
     if variant == "processed":

@@ -173,6 +173,38 @@ def long_sequence_compounding(o: Observations) -> Detection | None:
     )
 
 
+def _position_means(o: Observations, edges: tuple[int, ...]) -> tuple[float, float] | None:
+    """Mean |ℓ| over the position bins starting at ``edges``, and its tokens (None without any)."""
+    t = o.totals
+    count = sum(t[f"pos_{e}_n"] for e in edges)
+    return (sum(t[f"pos_{e}_abs"] for e in edges) / count, count) if count else None
+
+
+def position_growth(o: Observations) -> Detection | None:
+    early = _position_means(o, (0, 1, 2, 4))
+    late = _position_means(o, (32, 64))
+    minimum = DETECTOR_LIMITS["min_position_tokens"]
+    if early is None or late is None or min(early[1], late[1]) < minimum:
+        return None
+    (first, _), (last, _) = early, late
+    level = o.level(ABS_LOG_RATIO_MEAN, last)
+    if level in (None, "healthy") or last < DETECTOR_LIMITS["position_ratio"] * first:
+        return None
+    growth = "the first positions agree exactly" if first == 0 else f"×{fmt(last / first, 2)}"
+    return Detection(
+        level,
+        f"the mismatch grows along the response: mean |Δ log p| = {fmt(first)} at positions 0–7 "
+        f"and {fmt(last)} from position 32 on ({growth}), where numerics alone are even over "
+        "the positions",
+        {"early": first, "late": last, "ratio": last / first if first else None},
+        "Precision is lost as the context grows, not in the logits: look at an fp8 or otherwise "
+        "quantised KV cache, chunked prefill, long-context attention kernels and rotary "
+        "embeddings computed in low precision (compare a run with the KV cache in bf16; the "
+        "report's position profile shows where it starts). Meanwhile prefer token-level "
+        "truncated IS: sequence-level weights degrade fastest when late tokens disagree.",
+    )
+
+
 def numeric_mismatch(o: Observations) -> Detection | None:
     k3, gap = o.metric(K3_KL.name), o.metric(ABS_LOG_RATIO_MEAN.name)
     fresh = next((g for g in o.lags or () if g["lag"] == 0), None)
@@ -187,7 +219,13 @@ def numeric_mismatch(o: Observations) -> Detection | None:
         "Correct it with token-level truncated importance sampling (a decoupled token-IS preset); "
         "at the source, match precisions (fp32 lm_head / logits in the engine) where possible."
     )
-    if o.level(K3_KL, k3) == "act":  # past the band that precision differences stay within
+    if position_growth(o) is not None:
+        advice = (
+            "Correct it with token-level truncated importance sampling (a decoupled token-IS "
+            "preset); at the source, look at what grows along the response (above), not the "
+            "lm_head."
+        )
+    elif o.level(K3_KL, k3) == "act":  # past the band that precision differences stay within
         advice = (
             f"A flat k3_kl of {fmt(k3)} is more than bf16 or fp8 arithmetic usually gives: first "
             "check that the engine runs the trainer's current weights (a weight sync that failed "
@@ -242,6 +280,14 @@ MISMATCH_CAUSES: tuple[CauseRecord, ...] = (
         "The mismatch compounds over long responses",
         long_sequence_compounding,
         (),
+        MISMATCH_DOCS,
+    ),
+    CauseRecord(
+        "position_growth",
+        "mismatch",
+        "The mismatch grows along the response",
+        position_growth,
+        ("position_ratio", "min_position_tokens"),
         MISMATCH_DOCS,
     ),
     CauseRecord(

@@ -45,6 +45,8 @@ DETECTOR_LIMITS: dict[str, float] = {
     "context_ratio": 10.0,
     "context_gap": 0.3,
     "min_context_tokens": 100,
+    "position_ratio": 3.0,
+    "min_position_tokens": 100,
 }
 """Every limit of the detectors (docs/diagnosis.md explains each).
 
@@ -73,6 +75,8 @@ DETECTOR_LIMITS: dict[str, float] = {
 * ``context_ratio``, ``context_gap``, ``min_context_tokens``: mean |Δ log p| over the first four
   positions of the responses at least this many times that from position 16 on, and at least
   ``context_gap`` itself, falling from there to position 16, on at least this many tokens.
+* ``position_ratio``, ``min_position_tokens``: mean |Δ log p| from position 32 on at least this
+  many times that over positions 0–7 (and past healthy), on at least this many tokens each.
 * ``drift_rise``, ``drift_alpha``: a rise of k3_kl by more than 50% over the steps, significant
   at level 0.01 in the growth test weighted by each step's standard error
   (:mod:`rcdiag.metrics.growth`).
