@@ -7,7 +7,8 @@ The document (:class:`~rcdiag.model.ReportDocument`) is a superset of the ``rcdi
   configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
   kept (``rcdiag compare-presets --json`` has every per-step verl metric);
 * ``sweeps`` — the candidate sweeps of :mod:`rcdiag.assess.recommendation.candidates`, overall
-  summaries per point;
+  summaries per point and each point's kept shares per step (what the recommendation judges a
+  growing run on);
 * ``profile`` — :class:`~rcdiag.metrics.profile.MismatchProfile` (where the mismatch lives);
 * ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.assess.verdict`,
   :mod:`rcdiag.assess.recommendation.ranking`), so ``rcdiag report --from`` re-renders without the dump.
@@ -94,7 +95,7 @@ def build_report_document(
         ),
         preset_aliases=aliases,
         sweeps=tuple(
-            sweep_result(comparison, s.target, s.thresholds, s.configs, s.key, s.title)
+            sweep_result(comparison, s.target, s.thresholds, s.configs, s.key, s.title, True)
             for s in sweeps
         ),
         profile=Profile.from_json(profile.result(), source="the mismatch profile"),

@@ -35,6 +35,7 @@ from rcdiag.model import (
     WorstStep,
     json_safe,
 )
+from rcdiag.model.configuration import StepCounts
 from rcdiag.model.diagnosis import MetricStatus
 from rcdiag.run.consumers import Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
@@ -190,16 +191,46 @@ def sweep_result(
     configs: Sequence[NamedConfig],
     key: str | None = None,
     title: str | None = None,
+    per_step: bool = False,
 ) -> SweepResult:
-    """The overall figures of each grid point of a sweep evaluated in the comparison's pass."""
+    """The overall figures of each grid point of a sweep evaluated in the comparison's pass; with
+    ``per_step`` (a titled sweep of the report) also each point's kept shares at every step."""
+
+    def shares(name: str) -> dict[str, tuple[float, ...]] | None:
+        if not per_step:
+            return None
+        figures = comparison.step_figures(name)[1]
+        return {k: tuple(figures[k].tolist()) for k in STEP_SHARES}
+
     return SweepResult(
         target=target,
         points=tuple(
-            SweepPoint(threshold=t, config=dict(c.config), summary=comparison.summary(c.name))
+            SweepPoint(
+                threshold=t,
+                config=dict(c.config),
+                summary=comparison.summary(c.name),
+                per_step=shares(c.name),
+            )
             for t, c in zip(thresholds, configs, strict=True)
         ),
         key=key,
         title=title,
+        steps=step_counts(comparison) if per_step else None,
+    )
+
+
+STEP_SHARES = ("kept_token_share", "kept_sequence_share")
+"""The per-step figures a report's sweep points carry (what the recommendation judges them on)."""
+
+
+def step_counts(comparison: PresetComparison) -> StepCounts:
+    """The steps of a comparison, with their valid tokens and sequences holding one."""
+    steps, valid = comparison.base.column("valid_tokens")
+    sequences = comparison.base.column("nonempty_rows")[1]
+    return StepCounts(
+        tuple(steps.tolist()),
+        tuple(int(v) for v in valid.tolist()),
+        tuple(int(v) for v in sequences.tolist()),
     )
 
 
@@ -260,18 +291,7 @@ def compare_and_recommend(
             if entry.name in presets and dict(entry.config) == dict(presets[entry.name].config)
         ],
         "sweeps": [
-            {
-                "key": s.key,
-                "target": s.target,
-                "points": [
-                    {
-                        "threshold": t,
-                        "config": dict(c.config),
-                        "summary": comparison.summary(c.name),
-                    }
-                    for t, c in zip(s.thresholds, named, strict=True)
-                ],
-            }
+            sweep_result(comparison, s.target, s.thresholds, named, s.key, s.title, True).to_json()
             for s, named in candidates
         ],
     }

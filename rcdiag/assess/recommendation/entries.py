@@ -9,9 +9,11 @@ from typing import Any
 
 from rcdiag.assess.findings import ADVICE_LIMITS
 from rcdiag.assess.recommendation.candidates import candidate_sweeps
+from rcdiag.assess.recommendation.steps import kept_by_step, recent_words, step_table
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import Dialect
 from rcdiag.formatting import pct
+from rcdiag.model.advice import KeptByStep
 
 DEFAULT_IS_THRESHOLD = 2.0
 
@@ -24,6 +26,8 @@ class Entry:
     ref: str  # preset name, or "<sweep key>@<threshold>"
     config: Mapping[str, Any]
     summary: Mapping[str, Any] | None
+    per_step: KeptByStep | None = None
+    """What it keeps at each step (:mod:`rcdiag.assess.recommendation.steps`), when measured."""
 
 
 class Entries:
@@ -34,21 +38,39 @@ class Entries:
         self.presets = {p["name"]: p for p in document.get("presets") or []}
         self.sweeps = {s.get("key", s.get("target")): s for s in document.get("sweeps") or []}
         self.measured = bool(self.presets) or bool(self.sweeps)
+        self.table = step_table(document)
+
+    def _keeps_everything(self, summary: Mapping[str, Any] | None) -> KeptByStep | None:
+        """Per step, a configuration that keeps every token and sequence of the dump keeps
+        every one of each step."""
+        if self.table is None or summary is None:
+            return None
+        if summary.get("kept_token_share") == 1.0 and summary.get("kept_sequence_share") == 1.0:
+            return kept_by_step(self.table)
+        return None
 
     def preset(self, name: str) -> Entry:
         found = self.presets.get(name)
         if found is not None:
-            return Entry("preset", name, found["config"], found.get("summary"))
+            summary = found.get("summary")
+            config = found["config"]
+            return Entry("preset", name, config, summary, self._keeps_everything(summary))
         return Entry("preset", name, PRESETS[self.dialect][name].config, None)
+
+    def _point(self, key: str, point: Mapping[str, Any]) -> Entry:
+        summary, shares = point.get("summary"), point.get("per_step")
+        per_step = self._keeps_everything(summary)
+        if per_step is None and shares and self.table is not None:
+            tokens, sequences = shares.get("kept_token_share"), shares.get("kept_sequence_share")
+            if tokens is not None and len(tokens) == len(self.table.steps):
+                per_step = kept_by_step(self.table, tokens, sequences)
+        return Entry("sweep", f"{key}@{point['threshold']}", point["config"], summary, per_step)
 
     def points(self, key: str) -> list[Entry]:
         """The points of sweep ``key``, loosest last (thresholds sorted as numbers)."""
         found = self.sweeps.get(key)
         if found is not None:
-            points = [
-                Entry("sweep", f"{key}@{p['threshold']}", p["config"], p.get("summary"))
-                for p in found["points"]
-            ]
+            points = [self._point(key, p) for p in found["points"]]
         else:
             sweep = next((s for s in candidate_sweeps(self.dialect) if s.key == key), None)
             if sweep is None:
@@ -74,8 +96,41 @@ def _threshold(entry: Entry) -> str:
     return entry.ref.split("@", 1)[1]
 
 
-def knee(points: list[Entry]) -> tuple[Entry | None, str]:
+def _judged(point: Entry, recent: bool) -> list[tuple[str, float, float]]:
+    """What a rejection threshold is judged on: (where, kept token share, least share allowed).
+
+    Always the whole dump (≥ ``keep_target``); with ``recent`` (a growing run) and per-step
+    figures, also the recent steps (≥ ``keep_target``) and the worst step (≥ ``worst_step_keep``).
+    """
+    target = ADVICE_LIMITS["keep_target"]
+    kept = _share(point)
+    assert kept is not None
+    judged = [("over the whole dump", kept, target)]
+    steps = point.per_step
+    if recent and steps is not None:
+        if steps.recent_kept_token_share is not None:
+            judged.append((f"over {recent_words(steps)}", steps.recent_kept_token_share, target))
+        if steps.worst_kept_token_share is not None:
+            judged.append(
+                (
+                    f"at step {steps.worst_step} (its worst)",
+                    steps.worst_kept_token_share,
+                    ADVICE_LIMITS["worst_step_keep"],
+                )
+            )
+    return judged
+
+
+def _falls_short(judged: list[tuple[str, float, float]]) -> tuple[str, float, float] | None:
+    return next((j for j in judged if j[1] < j[2]), None)
+
+
+def knee(points: list[Entry], recent: bool = False) -> tuple[Entry | None, str]:
     """The tightest point keeping ≥ ``keep_target`` of the tokens that still rejects something.
+
+    With ``recent`` (the mismatch grows) a point must also keep ≥ ``keep_target`` of the tokens
+    of the recent steps and ≥ ``worst_step_keep`` of its worst step's (:func:`_judged`), so the
+    threshold still fits where the run is going.
 
     Returns:
         The point (None when rejection is not worth it or was not measured) and why, in words.
@@ -84,28 +139,42 @@ def knee(points: list[Entry]) -> tuple[Entry | None, str]:
     measured = [p for p in points if _share(p) is not None]
     if not measured:
         return None, "no sweep in the results: rejection thresholds cannot be tuned"
+    per_step = recent and any(p.per_step is not None for p in measured)
+    rule = (
+        f"≥ {pct(target, 0)} of the tokens over the whole dump and over the recent steps, and "
+        f"≥ {pct(ADVICE_LIMITS['worst_step_keep'], 0)} at every step"
+        if per_step
+        else f"≥ {pct(target, 0)} of the tokens"
+    )
     for i, point in enumerate(measured):
-        kept = _share(point)
-        assert kept is not None
-        if kept < target:
+        judged = _judged(point, recent)
+        if _falls_short(judged) is not None:
             continue
+        kept = judged[0][1]
         if kept >= 1.0:
             return None, (
-                f"at {_threshold(point)}, the tightest threshold keeping ≥ {pct(target, 0)} of the "
-                "tokens, rejection removes nothing"
+                f"at {_threshold(point)}, the tightest threshold keeping {rule}, rejection "
+                "removes nothing"
             )
         tighter = measured[i - 1] if i > 0 else None
-        beyond = (
-            f"; {_threshold(tighter)} would keep only {pct(_share(tighter))}" if tighter else ""
-        )
+        beyond = ""
+        if tighter is not None:
+            short_of = _falls_short(_judged(tighter, recent))
+            if short_of is not None:
+                beyond = f"; {_threshold(tighter)} would keep only {pct(short_of[1])} {short_of[0]}"
+        shown = ", ".join(f"{pct(share)} {where}" for where, share, _ in judged)
         return point, (
-            f"threshold {_threshold(point)} is the tightest that keeps ≥ {pct(target, 0)} of the "
-            f"tokens ({pct(kept)} kept{beyond})"
+            f"threshold {_threshold(point)} is the tightest that keeps {rule} (kept: {shown}"
+            f"{beyond})"
         )
     loosest = measured[-1]
+    short_of = _falls_short(_judged(loosest, recent))
+    assert short_of is not None
+    where, share, _ = short_of
+    where = "" if where == "over the whole dump" else f" {where}"
     return None, (
-        f"even the loosest threshold ({_threshold(loosest)}) keeps only {pct(_share(loosest))} "
-        "of the tokens: the mismatch is too broad to reject"
+        f"even the loosest threshold ({_threshold(loosest)}) keeps only {pct(share)} of the "
+        f"tokens{where}: the mismatch is too broad to reject"
     )
 
 
