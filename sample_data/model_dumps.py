@@ -86,7 +86,7 @@ class Settings:
     top_p: float = 0.9
     temperature: float = 0.7
     growing_steps: int = 6
-    context_kept: int = 8
+    context_replaced: int = 12
 
 
 FULL = Settings()
@@ -101,11 +101,11 @@ QUICK = replace(
     prompt_len=16,
     max_response=24,
     growing_steps=4,
-    context_kept=4,
+    context_replaced=4,
 )
 
-TEMPLATE = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-"""The chat-template header the ``context`` trainer scores after, in place of the start of the
+TEMPLATE = b"<|im_end|>\n<|im_start|>assistant\n"
+"""The chat-template turn header the ``context`` trainer scores after, in place of the end of the
 prompt the engine saw."""
 PAD = 0
 """The pad byte of the ``padding`` trainer's batch."""
@@ -188,7 +188,7 @@ def run(
     autocast), ``old_offset`` (logits[t] scored against token t instead of t + 1),
     ``old_padded`` (the trainer's batch right-padded with :data:`PAD` after each response's end,
     scored at every position) and ``old_context`` (the response scored after another context:
-    :data:`TEMPLATE` in place of all but the last ``context_kept`` bytes of the prompt).
+    the prompt's last ``context_replaced`` bytes replaced by the end of :data:`TEMPLATE`).
     Every run sees the same prompts at a given step.
     """
     model = copy.deepcopy(base).train()
@@ -238,11 +238,12 @@ def run(
 
 
 def other_context(prompts: torch.Tensor, settings: Settings) -> torch.Tensor:
-    """The prompts as the ``context`` trainer sees them: :data:`TEMPLATE`'s last bytes in place of
-    all but the last ``context_kept`` bytes (same length, so the response sits where it did)."""
-    head = prompts.shape[1] - settings.context_kept
-    template = torch.tensor(list(TEMPLATE[-head:]), dtype=prompts.dtype)
-    return torch.cat([template.expand(prompts.shape[0], head), prompts[:, head:]], dim=1)
+    """The prompts as the ``context`` trainer sees them: the last ``context_replaced`` bytes are
+    :data:`TEMPLATE`'s last bytes (another chat template's turn header where the engine's prompt
+    ended; same length, so the response sits where it did)."""
+    cut = prompts.shape[1] - settings.context_replaced
+    header = torch.tensor(list(TEMPLATE[-settings.context_replaced :]), dtype=prompts.dtype)
+    return torch.cat([prompts[:, :cut], header.expand(prompts.shape[0], -1)], dim=1)
 
 
 def make_runs(settings: Settings, seed: int) -> tuple[dict[str, list[StepLog]], list[float], float]:

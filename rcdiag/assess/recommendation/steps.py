@@ -131,8 +131,10 @@ def _with_story(kept: KeptByStep, overall: float | None) -> KeptByStep:
         return kept
     first = next((i for i, v in enumerate(kept.kept_token_share) if v is not None), 0)
     first_share = kept.kept_token_share[first]
-    parts = [f"{pct(first_share)} of the tokens at step {kept.steps[first]} (the first)"]
-    if kept.worst_step != kept.steps[first]:
+    at_first = kept.worst_step == kept.steps[first]
+    which = "the first and the worst" if at_first else "the first"
+    parts = [f"{pct(first_share)} of the tokens at step {kept.steps[first]} ({which})"]
+    if not at_first:
         parts.append(f"{pct(worst)} at step {kept.worst_step} (the worst)")
     parts.append(f"{pct(recent)} over {recent_words(kept)}")
     sequences = kept.worst_kept_sequence_share
