@@ -322,7 +322,10 @@ def write_variant(
     masks = [torch.ones_like(log.mask) if pad_counted else log.mask for log in logs]
     rollout = [log.columns[rollout_key] for log in logs]
     if pad_counted:
-        rollout = [torch.where(log.mask, r, torch.zeros_like(r)) for log, r in zip(logs, rollout)]
+        rollout = [
+            torch.where(log.mask, r, torch.zeros_like(r))
+            for log, r in zip(logs, rollout, strict=True)
+        ]
     extra = {"uid": np.concatenate([log.uid for log in logs])}
     if lag:
         extra["policy_lag"] = np.repeat([log.lag for log in logs], rows)
