@@ -235,7 +235,8 @@ class SweepPoint(JsonRecord):
         config: the complete configuration of the point.
         summary: rcdiag's comparison figures of that configuration over the whole dump.
         per_step: its kept shares at each step of the sweep's ``steps`` (``kept_token_share``,
-            ``kept_sequence_share``: one list each), in report documents; else None.
+            ``kept_sequence_share``: one list each), in report documents; else None (also for a
+            point that keeps every token and sequence of the dump: 1 at every step).
     """
 
     threshold: str

@@ -129,8 +129,22 @@ def complete(document: ReportDocument) -> ReportDocument:
 
 def page_json(document: ReportDocument) -> dict[str, Any]:
     """The JSON the page is rendered from (:func:`rcdiag.report.render.render_html`): the
-    complete document's :func:`overview`."""
-    return overview(complete(document)).to_json()
+    complete document's :func:`overview`, without the sweep points' per-step figures (the page
+    draws the recommended configuration's, which its recommendation holds)."""
+    done = overview(complete(document))
+    if done.sweeps is not None:
+        done = dataclasses.replace(
+            done,
+            sweeps=tuple(
+                dataclasses.replace(
+                    s,
+                    steps=None,
+                    points=tuple(dataclasses.replace(p, per_step=None) for p in s.points),
+                )
+                for s in done.sweeps
+            ),
+        )
+    return done.to_json()
 
 
 def load_document(path: Path) -> ReportDocument:

@@ -194,25 +194,22 @@ def sweep_result(
     per_step: bool = False,
 ) -> SweepResult:
     """The overall figures of each grid point of a sweep evaluated in the comparison's pass; with
-    ``per_step`` (a titled sweep of the report) also each point's kept shares at every step."""
+    ``per_step`` (a titled sweep of the report) also each point's kept shares at every step,
+    unless it keeps every token and sequence of the dump (then 1 at every step)."""
 
-    def shares(name: str) -> dict[str, tuple[float, ...]] | None:
-        if not per_step:
-            return None
-        figures = comparison.step_figures(name)[1]
-        return {k: tuple(figures[k].tolist()) for k in STEP_SHARES}
+    def point(threshold: str, named: NamedConfig) -> SweepPoint:
+        summary = comparison.summary(named.name)
+        # a point that keeps every token and sequence of the dump keeps all of each step
+        everything = all(summary[k] == 1.0 for k in STEP_SHARES)
+        shares = None
+        if per_step and not everything:
+            figures = comparison.step_figures(named.name)[1]
+            shares = {k: tuple(figures[k].tolist()) for k in STEP_SHARES}
+        return SweepPoint(threshold, dict(named.config), summary, shares)
 
     return SweepResult(
         target=target,
-        points=tuple(
-            SweepPoint(
-                threshold=t,
-                config=dict(c.config),
-                summary=comparison.summary(c.name),
-                per_step=shares(c.name),
-            )
-            for t, c in zip(thresholds, configs, strict=True)
-        ),
+        points=tuple(point(t, c) for t, c in zip(thresholds, configs, strict=True)),
         key=key,
         title=title,
         steps=step_counts(comparison) if per_step else None,

@@ -3,8 +3,9 @@ picks thresholds among them: the sweep knee for rejection, C for token-level tru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rcdiag.assess.findings import ADVICE_LIMITS
@@ -26,8 +27,14 @@ class Entry:
     ref: str  # preset name, or "<sweep key>@<threshold>"
     config: Mapping[str, Any]
     summary: Mapping[str, Any] | None
-    per_step: KeptByStep | None = None
-    """What it keeps at each step (:mod:`rcdiag.assess.recommendation.steps`), when measured."""
+    kept: Callable[[], KeptByStep | None] | None = field(default=None, compare=False, repr=False)
+    """Computes :attr:`per_step` when first asked (most entries never are)."""
+
+    @functools.cached_property
+    def per_step(self) -> KeptByStep | None:
+        """What it keeps at each step (:mod:`rcdiag.assess.recommendation.steps`), when
+        measured."""
+        return None if self.kept is None else self.kept()
 
 
 class Entries:
@@ -40,31 +47,39 @@ class Entries:
         self.measured = bool(self.presets) or bool(self.sweeps)
         self.table = step_table(document)
 
-    def _keeps_everything(self, summary: Mapping[str, Any] | None) -> KeptByStep | None:
-        """Per step, a configuration that keeps every token and sequence of the dump keeps
-        every one of each step."""
-        if self.table is None or summary is None:
-            return None
-        if summary.get("kept_token_share") == 1.0 and summary.get("kept_sequence_share") == 1.0:
-            return kept_by_step(self.table)
-        return None
+    def _kept(
+        self, summary: Mapping[str, Any] | None, shares: Mapping[str, Any] | None = None
+    ) -> Callable[[], KeptByStep | None]:
+        """What a configuration keeps per step, computed when asked: from its per-step shares;
+        or, for one that keeps every token and sequence of the dump, every one of each step."""
+        table = self.table
+
+        def kept() -> KeptByStep | None:
+            if table is None or summary is None:
+                return None
+            everything = (
+                summary.get("kept_token_share") == 1.0 and summary.get("kept_sequence_share") == 1.0
+            )
+            if everything:
+                return kept_by_step(table)
+            tokens = None if not shares else shares.get("kept_token_share")
+            if tokens is None or len(tokens) != len(table.steps):
+                return None
+            return kept_by_step(table, tokens, (shares or {}).get("kept_sequence_share"))
+
+        return kept
 
     def preset(self, name: str) -> Entry:
         found = self.presets.get(name)
         if found is not None:
             summary = found.get("summary")
-            config = found["config"]
-            return Entry("preset", name, config, summary, self._keeps_everything(summary))
+            return Entry("preset", name, found["config"], summary, self._kept(summary))
         return Entry("preset", name, PRESETS[self.dialect][name].config, None)
 
     def _point(self, key: str, point: Mapping[str, Any]) -> Entry:
-        summary, shares = point.get("summary"), point.get("per_step")
-        per_step = self._keeps_everything(summary)
-        if per_step is None and shares and self.table is not None:
-            tokens, sequences = shares.get("kept_token_share"), shares.get("kept_sequence_share")
-            if tokens is not None and len(tokens) == len(self.table.steps):
-                per_step = kept_by_step(self.table, tokens, sequences)
-        return Entry("sweep", f"{key}@{point['threshold']}", point["config"], summary, per_step)
+        summary = point.get("summary")
+        kept = self._kept(summary, point.get("per_step"))
+        return Entry("sweep", f"{key}@{point['threshold']}", point["config"], summary, kept)
 
     def points(self, key: str) -> list[Entry]:
         """The points of sweep ``key``, loosest last (thresholds sorted as numbers)."""
