@@ -29,12 +29,16 @@ from rcdiag.run.results import analyze_dump  # noqa: E402
 NOISES = (0.01, 0.05, 0.1, 0.3)
 RUNS: tuple[tuple[str, int], ...] = (
     *((v, 8) for v in VARIANTS if v not in ("growing", "jump", "clean", "spike")),
+    ("clean", 3),
     ("clean", 4),
+    ("clean", 6),
     ("clean", 8),
     ("growing", 3),
     ("growing", 4),
     ("growing", 6),
     ("growing", 8),
+    ("jump", 4),
+    ("jump", 5),
     ("jump", 6),
     ("jump", 8),
     ("spike", 5),
