@@ -28,7 +28,7 @@ from rcdiag.run.results import analyze_dump  # noqa: E402
 
 NOISES = (0.01, 0.05, 0.1, 0.3)
 RUNS: tuple[tuple[str, int], ...] = (
-    *((v, 8) for v in VARIANTS if v not in ("growing", "jump", "clean", "spike")),
+    *((v, 8) for v in VARIANTS if v not in ("growing", "creeping", "jump", "clean", "spike")),
     ("clean", 3),
     ("clean", 4),
     ("clean", 6),
@@ -37,6 +37,8 @@ RUNS: tuple[tuple[str, int], ...] = (
     ("growing", 4),
     ("growing", 6),
     ("growing", 8),
+    ("creeping", 4),
+    ("creeping", 8),
     ("jump", 4),
     ("jump", 5),
     ("jump", 6),
@@ -45,7 +47,7 @@ RUNS: tuple[tuple[str, int], ...] = (
     ("spike", 8),
 )
 """(variant, steps) of every planted row."""
-SHAPES = {"growing": "ramp", "jump": "step"}
+SHAPES = {"growing": "ramp", "creeping": "ramp", "jump": "step"}
 """The shape the growth test must name for each growing variant."""
 
 
