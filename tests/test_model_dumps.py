@@ -355,7 +355,9 @@ def test_the_diagnosis_names_the_cause_of_each_real_model_sample(variant: str) -
 
 
 @pytest.mark.parametrize("variant", ["padding", "context", "growing"])
-def test_every_command_tells_the_same_story_on_the_new_samples(variant: str) -> None:
+def test_every_command_tells_the_same_story_on_the_new_samples(
+    variant: str, tmp_path: Path
+) -> None:
     from typer.testing import CliRunner
 
     from rcdiag.cli import app
@@ -371,12 +373,20 @@ def test_every_command_tells_the_same_story_on_the_new_samples(variant: str) -> 
     assert want is not None
     assert want in outputs["analyze"].output and want in outputs["check"].output
     assert outputs["check"].exit_code == 1  # act: the CI gate fails
+    page = tmp_path / "page.html"
+    report = runner.invoke(app, ["report", dump, "-o", str(page)], env=env)
+    assert report.exit_code == 0, report.output
+    html = page.read_text()
+    assert want in html
     recommend = outputs["recommend"].output
     if variant in DUMP_BUGS:
         assert "No rollout-correction configuration is recommended" in recommend
-        assert "Recommended:" not in recommend
+        assert "Recommended:" not in recommend and "→ use" not in report.output
         assert "fix the dump" in outputs["analyze"].output
+        assert "Not applicable to this dump" in html  # the preset comparison
+        assert "Recommended for verl" not in html
     else:
         assert "Recommended:" in recommend and "The mismatch grows" in recommend
-        for output in outputs.values():
+        assert "Not applicable to this dump" not in html
+        for output in (*outputs.values(), report):
             assert "numeric_mismatch" not in output.output
