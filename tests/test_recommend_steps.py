@@ -118,7 +118,7 @@ def test_a_growing_run_is_judged_on_its_recent_and_worst_steps(
 
     # the story: the first, the worst and the recent steps against the whole dump
     assert kept.story is not None
-    assert f"at step {kept.worst_step} (the worst)" in kept.story
+    assert re.search(rf"at step {kept.worst_step} \((the last and )?the worst\)", kept.story)
     assert "over the whole dump" in kept.story
 
 
@@ -253,3 +253,36 @@ def test_a_long_run_keeps_its_per_step_figures_as_numbers(tmp_path: Path) -> Non
             kept = np.array(point.per_step["kept_token_share"], dtype=float)
             assert math.isclose(float(kept.mean()), whole, rel_tol=1e-9)
     assert carried > 0
+
+
+@pytest.mark.parametrize(
+    ("shares", "story"),
+    [
+        (
+            [1.0] * 5 + [0.9],
+            "Step by step it keeps 100% of the tokens at step 0 (the first) and 90.0% at step 5 "
+            "(the last and the worst), against 98.3% over the whole dump; 90.0% of the sequences "
+            "at step 5.",
+        ),
+        (
+            [1.0] * 9 + [0.95, 0.97, 0.99, 0.98, 0.93, 0.97],
+            "Step by step it keeps 100% of the tokens at step 0 (the first), 93.0% at step 13 "
+            "(the worst) and 96.0% over the last 3 steps (12–14), against 98.6% over the whole "
+            "dump; 93.0% of the sequences at step 13.",
+        ),
+        (
+            [0.5] + [1.0] * 14,
+            "Step by step it keeps 50.0% of the tokens at step 0 (the first and the worst) and "
+            "100% over the last 3 steps (12–14), against 96.7% over the whole dump; 50.0% of the "
+            "sequences at step 0.",
+        ),
+        ([1.0] * 7 + [0.995], None),  # within a point of the whole dump: nothing to tell
+    ],
+)
+def test_the_story_names_the_first_the_worst_and_the_recent_steps(
+    shares: list[float], story: str | None
+) -> None:
+    table = StepTable(
+        tuple(range(len(shares))), np.full(len(shares), 10.0), np.full(len(shares), 2.0)
+    )
+    assert kept_by_step(table, shares, shares).story == story

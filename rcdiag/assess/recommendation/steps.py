@@ -130,21 +130,26 @@ def _with_story(kept: KeptByStep, overall: float | None) -> KeptByStep:
     if overall - worst < STORY_GAP and overall - recent < STORY_GAP:
         return kept
     first = next((i for i, v in enumerate(kept.kept_token_share) if v is not None), 0)
-    first_share = kept.kept_token_share[first]
-    at_first = kept.worst_step == kept.steps[first]
-    which = "the first and the worst" if at_first else "the first"
-    parts = [f"{pct(first_share)} of the tokens at step {kept.steps[first]} ({which})"]
-    if not at_first:
-        parts.append(f"{pct(worst)} at step {kept.worst_step} (the worst)")
-    parts.append(f"{pct(recent)} over {recent_words(kept)}")
+    first_step, last_step = kept.steps[first], kept.recent_steps[1]
+    worst_is_last = kept.recent_count == 1 and kept.worst_step == last_step
+    roles = {first_step: ["the first"]}
+    if kept.worst_step is not None:
+        roles.setdefault(kept.worst_step, []).append("the worst")
+    if worst_is_last:
+        roles[last_step].insert(0, "the last")
+    parts = [
+        f"{pct(kept.kept_token_share[kept.steps.index(step)])}"
+        f"{' of the tokens' if i == 0 else ''} at step {step} ({' and '.join(names)})"
+        for i, (step, names) in enumerate(sorted(roles.items()))
+    ]
+    if not worst_is_last:
+        parts.append(f"{pct(recent)} over {recent_words(kept)}")
     sequences = kept.worst_kept_sequence_share
     tail = (
         ""
         if sequences is None
         else f"; {pct(sequences)} of the sequences at step {kept.worst_step}"
     )
-    story = (
-        f"Step by step it keeps {', '.join(parts[:-1])} and {parts[-1]}, against "
-        f"{pct(overall)} over the whole dump{tail}."
-    )
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    story = f"Step by step it keeps {listed}, against {pct(overall)} over the whole dump{tail}."
     return dataclasses.replace(kept, story=story)
