@@ -9,13 +9,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from rcdiag.assess.findings import ADVICE_LIMITS
-from rcdiag.assess.recommendation.entries import Entries, Entry, knee
+from rcdiag.assess.recommendation.entries import Entries, Entry, choose_is_threshold, knee
 from rcdiag.assess.recommendation.steps import StepTable, kept_by_step
 from rcdiag.cli import app
 from rcdiag.io.writer import write_dump
@@ -245,7 +246,7 @@ def test_a_long_run_keeps_its_per_step_figures_as_numbers(tmp_path: Path) -> Non
         for point in sweep.points:
             whole = point.summary["kept_token_share"]
             assert whole is not None
-            if point.per_step is None:
+            if point.per_step is None or "kept_token_share" not in point.per_step:
                 assert whole == 1.0 and point.summary["kept_sequence_share"] == 1.0
                 continue
             carried += 1
@@ -286,3 +287,53 @@ def test_the_story_names_the_first_the_worst_and_the_recent_steps(
         tuple(range(len(shares))), np.full(len(shares), 10.0), np.full(len(shares), 2.0)
     )
     assert kept_by_step(table, shares, shares).story == story
+
+
+def _is_sweep(removed: dict[str, tuple[float, list[float]]]) -> dict[str, Any]:
+    """A document with only an ``is`` sweep: C → (whole-dump share removed, per step)."""
+    steps = len(next(iter(removed.values()))[1])
+    return {
+        "sweeps": [
+            {
+                "key": "is",
+                "target": "is_token",
+                "title": "token TIS threshold C",
+                "steps": {
+                    "step": list(range(steps)),
+                    "valid_tokens": [100] * steps,
+                    "sequences": [10] * steps,
+                },
+                "points": [
+                    {
+                        "threshold": c,
+                        "config": {"rollout_is": "token", "rollout_is_threshold": float(c)},
+                        "summary": {
+                            "kept_token_share": 1.0,
+                            "kept_sequence_share": 1.0,
+                            "weight_mass_removed": whole,
+                        },
+                        "per_step": {"weight_mass_removed": per_step},
+                    }
+                    for c, (whole, per_step) in removed.items()
+                ],
+            }
+        ]
+    }
+
+
+def test_a_growing_run_chooses_c_on_its_recent_steps_too() -> None:
+    """At C = 2 the whole dump loses 3% of its weight mass but the last two of 8 steps 8%: a
+    growing run takes the smallest C that stays within 5% at every recent step."""
+    document = _is_sweep(
+        {
+            "2": (0.03, [0.0, 0.0, 0.01, 0.02, 0.03, 0.04, 0.08, 0.08]),
+            "3": (0.02, [0.0, 0.0, 0.0, 0.01, 0.02, 0.03, 0.06, 0.04]),
+            "5": (0.01, [0.0, 0.0, 0.0, 0.0, 0.01, 0.01, 0.03, 0.02]),
+        }
+    )
+    entries = Entries(document, "latest")
+    c, why = choose_is_threshold(entries)
+    assert c == 2.0, why
+    c, why = choose_is_threshold(entries, recent=True)
+    assert c == 5.0, why
+    assert "at a recent step" in why and "at most 3.0% at a recent step (step 6)" in why

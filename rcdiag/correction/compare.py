@@ -59,7 +59,12 @@ class NamedConfig:
         return self.plan.framework if isinstance(self.plan, ExternalPlan) else "verl"
 
 
-STEP_FIGURES = ("kept_token_share", "kept_sequence_share", "rejected_sequence_share")
+STEP_FIGURES = (
+    "kept_token_share",
+    "kept_sequence_share",
+    "rejected_sequence_share",
+    "weight_mass_removed",
+)
 """The summary figures :meth:`PresetComparison.step_figures` gives for every step at once."""
 
 
@@ -264,9 +269,11 @@ class PresetComparison:
         return figures
 
     def step_figures(self, name: str) -> tuple[I64, dict[str, F64]]:
-        """The kept shares (:data:`STEP_FIGURES`) of configuration ``name`` at every step at once:
-        the steps in order and one array per figure over them (NaN at a step without a valid
-        token); :func:`kept_figures`' formulas, vectorised over the steps."""
+        """The kept shares and the IS weight mass truncated (:data:`STEP_FIGURES`) of
+        configuration ``name`` at every step at once: the steps in order and one array per figure
+        over them (NaN where :meth:`summary` has none: a step without a valid token or a kept
+        one, a configuration without IS or of another framework); :meth:`summary`'s formulas,
+        vectorised over the steps."""
         config = self.configs[name]
         plan = config.plan
         outcome = plan.outcome() if isinstance(plan, ExternalPlan) else Outcome(plan)
@@ -285,7 +292,12 @@ class PresetComparison:
             "kept_token_share": share(kept, valid),
             "kept_sequence_share": share(nonempty - rejected, nonempty),
             "rejected_sequence_share": share(emptied, nonempty),
+            "weight_mass_removed": np.full(steps.size, math.nan),
         }
+        if not isinstance(plan, ExternalPlan) and plan.importance is not None:
+            raw, applied = (stats.column(n)[1] for n in ("kept_raw", "kept_applied"))
+            removed = np.divide(raw - applied, raw, out=np.zeros(steps.size), where=raw > 0)
+            figures["weight_mass_removed"] = np.where(has & (kept > 0), removed, math.nan)
         return steps, figures
 
     def _external_summary(

@@ -234,9 +234,10 @@ class SweepPoint(JsonRecord):
         threshold: the swept threshold as written in the grid (``1.001``).
         config: the complete configuration of the point.
         summary: rcdiag's comparison figures of that configuration over the whole dump.
-        per_step: its kept shares at each step of the sweep's ``steps`` (``kept_token_share``,
-            ``kept_sequence_share``: one list each), in report documents; else None (also for a
-            point that keeps every token and sequence of the dump: 1 at every step).
+        per_step: its figures at each step of the sweep's ``steps``, one list each, in report
+            documents: ``kept_token_share`` and ``kept_sequence_share`` unless it keeps every
+            token and sequence of the dump (1 at every step), ``weight_mass_removed`` when its
+            truncation removes IS weight mass; else None.
     """
 
     threshold: str

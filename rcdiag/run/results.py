@@ -195,16 +195,19 @@ def sweep_result(
 ) -> SweepResult:
     """The overall figures of each grid point of a sweep evaluated in the comparison's pass; with
     ``per_step`` (a titled sweep of the report) also each point's kept shares at every step,
-    unless it keeps every token and sequence of the dump (then 1 at every step)."""
+    unless it keeps every token and sequence of the dump (then 1 at every step), and the IS
+    weight mass it truncates at every step when it truncates some."""
 
     def point(threshold: str, named: NamedConfig) -> SweepPoint:
         summary = comparison.summary(named.name)
         # a point that keeps every token and sequence of the dump keeps all of each step
         everything = all(summary[k] == 1.0 for k in STEP_SHARES)
-        shares = None
-        if per_step and not everything:
-            figures = comparison.step_figures(named.name)[1]
-            shares = {k: tuple(figures[k].tolist()) for k in STEP_SHARES}
+        truncates = (summary["weight_mass_removed"] or 0.0) > 0.0
+        if not per_step or (everything and not truncates):
+            return SweepPoint(threshold, dict(named.config), summary)
+        figures = comparison.step_figures(named.name)[1]
+        names = (*(() if everything else STEP_SHARES), *(STEP_MASS if truncates else ()))
+        shares = {k: tuple(figures[k].tolist()) for k in names}
         return SweepPoint(threshold, dict(named.config), summary, shares)
 
     return SweepResult(
@@ -218,6 +221,8 @@ def sweep_result(
 
 STEP_SHARES = ("kept_token_share", "kept_sequence_share")
 """The per-step figures a report's sweep points carry (what the recommendation judges them on)."""
+STEP_MASS = ("weight_mass_removed",)
+"""… and, for a point whose truncation removes IS weight mass, that share at each step."""
 
 
 def step_counts(comparison: PresetComparison) -> StepCounts:

@@ -29,6 +29,11 @@ class Entry:
     summary: Mapping[str, Any] | None
     kept: Callable[[], KeptByStep | None] | None = field(default=None, compare=False, repr=False)
     """Computes :attr:`per_step` when first asked (most entries never are)."""
+    recent_removed: Callable[[], tuple[float, str] | None] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """The most IS weight mass it truncates at one of the recent steps, and that step in words
+    (None: not measured, or no truncation)."""
 
     @functools.cached_property
     def per_step(self) -> KeptByStep | None:
@@ -79,7 +84,23 @@ class Entries:
     def _point(self, key: str, point: Mapping[str, Any]) -> Entry:
         summary = point.get("summary")
         kept = self._kept(summary, point.get("per_step"))
-        return Entry("sweep", f"{key}@{point['threshold']}", point["config"], summary, kept)
+        removed = (point.get("per_step") or {}).get("weight_mass_removed")
+        table = self.table
+
+        def recent_removed() -> tuple[float, str] | None:
+            if removed is None or table is None or len(removed) != len(table.steps):
+                return None
+            usable = [
+                i for i, v in enumerate(removed) if v is not None and table.valid_tokens[i] > 0
+            ]
+            recent = usable[table.recent] if usable else []
+            if not recent:
+                return None
+            at = max(recent, key=lambda i: removed[i])
+            return float(removed[at]), f"step {table.steps[at]}"
+
+        ref = f"{key}@{point['threshold']}"
+        return Entry("sweep", ref, point["config"], summary, kept, recent_removed)
 
     def points(self, key: str) -> list[Entry]:
         """The points of sweep ``key``, loosest last (thresholds sorted as numbers)."""
@@ -193,9 +214,12 @@ def knee(points: list[Entry], recent: bool = False) -> tuple[Entry | None, str]:
     )
 
 
-def choose_is_threshold(entries: Entries, shown: float | None = None) -> tuple[float, str]:
+def choose_is_threshold(
+    entries: Entries, shown: float | None = None, recent: bool = False
+) -> tuple[float, str]:
     """C = 2 (verl's default) unless truncation there removes > ``is_mass_removed`` of the weight
-    mass; then the smallest larger grid C that does not.
+    mass; then the smallest larger grid C that does not. With ``recent`` (the mismatch grows), C
+    must also keep within the limit at every one of the recent steps.
 
     ``shown``: the IS mass the recommended configuration truncates (measured), quoted instead of the
     token-TIS-alone sweep point so the reason and the expected figures give one number.
@@ -205,24 +229,44 @@ def choose_is_threshold(entries: Entries, shown: float | None = None) -> tuple[f
     if not points:
         return DEFAULT_IS_THRESHOLD, "C = 2 is verl's default (no sweep of C in the results)"
     larger = [p for p in points if float(_threshold(p)) >= DEFAULT_IS_THRESHOLD]
+
+    def worst_recent(point: Entry) -> tuple[float, str] | None:
+        if not recent or point.recent_removed is None:
+            return None
+        return point.recent_removed()
+
     for point in larger:
         removed = _share(point, "weight_mass_removed")
         assert removed is not None
-        if removed <= limit:
-            c = float(_threshold(point))
-            here = (
-                f"truncation removes {pct(removed)}"
-                if shown is None
-                else f"the recommended configuration truncates {pct(shown)}"
-            )
-            if c == DEFAULT_IS_THRESHOLD:
-                return c, (
-                    f"C = 2 (verl's default): {here} of the IS weight mass (limit {pct(limit, 0)})"
-                )
+        late = worst_recent(point)
+        if removed > limit or (late is not None and late[0] > limit):
+            continue
+        c = float(_threshold(point))
+        here = (
+            f"truncation removes {pct(removed)}"
+            if shown is None
+            else f"the recommended configuration truncates {pct(shown)}"
+        )
+        recently = (
+            ""
+            if late is None or late[0] == 0
+            else f"; token TIS at this C truncates at most {pct(late[0])} at a recent step "
+            f"({late[1]})"
+        )
+        if c == DEFAULT_IS_THRESHOLD:
             return c, (
-                f"C = {_threshold(point)}: at C = 2 truncation would remove more than "
-                f"{pct(limit, 0)} of the IS weight mass; with C = {_threshold(point)} {here}"
+                f"C = 2 (verl's default): {here} of the IS weight mass (limit {pct(limit, 0)})"
+                f"{recently}"
             )
+        at_two = next((p for p in larger if float(_threshold(p)) == DEFAULT_IS_THRESHOLD), None)
+        where = ""
+        if at_two is not None and (_share(at_two, "weight_mass_removed") or 0.0) <= limit:
+            where = " at a recent step"
+        return c, (
+            f"C = {_threshold(point)}: at C = 2 truncation would remove more than "
+            f"{pct(limit, 0)} of the IS weight mass{where}; with C = {_threshold(point)} {here}"
+            f"{recently}"
+        )
     last = larger[-1] if larger else points[-1]
     return float(_threshold(last)), (
         f"C = {_threshold(last)}, the largest tried: truncation still removes "

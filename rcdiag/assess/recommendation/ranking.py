@@ -224,7 +224,7 @@ def _corrected_choices(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     ids = {r.id for r in fired}
     notes: list[str] = []
-    c, c_reason = choose_is_threshold(entries)
+    c, c_reason = choose_is_threshold(entries, recent=f.growing)
     use_max = "catastrophic" in ids
     geo_point: Entry | None = None
     geo_reason = ""
@@ -249,7 +249,7 @@ def _corrected_choices(
     ]
     shown = _share(primary, "weight_mass_removed")
     if shown is not None and primary.config.get("rollout_is_threshold") == c:
-        c, c_reason = choose_is_threshold(entries, shown)
+        c, c_reason = choose_is_threshold(entries, shown, f.growing)
     reasons.append(
         f"Token-level truncated IS reweights each token by min(π_train/π_rollout, C); {c_reason}."
     )
