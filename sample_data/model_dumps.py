@@ -12,8 +12,9 @@ Run from the repository root::
 3. Write one dump per variant into ``DIR/<variant>/part-0.parquet`` (a ``step`` column) with
    ``rcdiag.write_dump`` and print what ``rcdiag analyze`` reports for each.
 
-Variants (see ``sample_data/README.md``): ``bf16``, ``bf16_mixed``, ``fp8`` and ``stale`` carry a
-real mismatch; ``topp``, ``temperature``, ``offset``, ``swapped`` and ``identical`` are dump bugs.
+Variants (see ``sample_data/README.md``): ``bf16``, ``bf16_mixed``, ``fp8``, ``stale`` and
+``growing`` carry a real mismatch; ``topp``, ``temperature``, ``offset``, ``swapped``,
+``identical``, ``padding`` and ``context`` are dump bugs.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ VARIANTS = (
     "offset",
     "swapped",
     "identical",
+    "padding",
+    "context",
+    "growing",
 )
 
 
@@ -81,6 +85,8 @@ class Settings:
     rl_lr: float = 1.5e-4
     top_p: float = 0.9
     temperature: float = 0.7
+    growing_steps: int = 6
+    context_replaced: int = 12
 
 
 FULL = Settings()
@@ -94,7 +100,15 @@ QUICK = replace(
     group=4,
     prompt_len=16,
     max_response=24,
+    growing_steps=4,
+    context_replaced=4,
 )
+
+TEMPLATE = b"<|im_end|>\n<|im_start|>assistant\n"
+"""The chat-template turn header the ``context`` trainer scores after, in place of the end of the
+prompt the engine saw."""
+PAD = 0
+"""The pad byte of the ``padding`` trainer's batch."""
 
 
 def policy_lag(step: int) -> int:
@@ -171,7 +185,10 @@ def run(
 
     Columns: ``rollout`` (engine), ``old`` (fp32 trainer, the tokens' log-probs under the
     trainer's current weights) and, with ``extra_scores``, ``old_bf16`` (the trainer under bf16
-    autocast) and ``old_offset`` (logits[t] scored against token t instead of t + 1).
+    autocast), ``old_offset`` (logits[t] scored against token t instead of t + 1),
+    ``old_padded`` (the trainer's batch right-padded with :data:`PAD` after each response's end,
+    scored at every position) and ``old_context`` (the response scored after another context:
+    the prompt's last ``context_replaced`` bytes replaced by the end of :data:`TEMPLATE`).
     Every run sees the same prompts at a given step.
     """
     model = copy.deepcopy(base).train()
@@ -198,6 +215,16 @@ def run(
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
                 columns["old_bf16"] = token_log_probs(model(sequences)[:, p - 1 : -1], responses)
             columns["old_offset"] = token_log_probs(logits[:, p:], responses).detach()
+            with torch.no_grad():
+                pad = torch.where(mask, responses, torch.full_like(responses, PAD))
+                scored = model(torch.cat([prompts, pad], dim=1))[:, p - 1 : -1]
+                columns["old_padded"] = token_log_probs(scored, pad)
+                columns["old_context"] = token_log_probs(
+                    model(torch.cat([other_context(prompts, settings), responses], dim=1))[
+                        :, p - 1 : -1
+                    ],
+                    responses,
+                )
         advantage = group_advantage(reward(responses, mask), settings.group)
         loss = -(advantage[:, None] * old * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
@@ -208,6 +235,15 @@ def run(
         )
         logs.append(StepLog(step, lag, prompts, responses, mask, uid, columns))
     return logs
+
+
+def other_context(prompts: torch.Tensor, settings: Settings) -> torch.Tensor:
+    """The prompts as the ``context`` trainer sees them: the last ``context_replaced`` bytes are
+    :data:`TEMPLATE`'s last bytes (another chat template's turn header where the engine's prompt
+    ended; same length, so the response sits where it did)."""
+    cut = prompts.shape[1] - settings.context_replaced
+    header = torch.tensor(list(TEMPLATE[-settings.context_replaced :]), dtype=prompts.dtype)
+    return torch.cat([prompts[:, :cut], header.expand(prompts.shape[0], -1)], dim=1)
 
 
 def make_runs(settings: Settings, seed: int) -> tuple[dict[str, list[StepLog]], list[float], float]:
@@ -235,6 +271,8 @@ def make_runs(settings: Settings, seed: int) -> tuple[dict[str, list[StepLog]], 
         name: run(base, corpus, settings, setup, seed, extra_scores=name == "bf16")
         for name, setup in setups.items()
     }
+    short = replace(settings, rl_steps=settings.growing_steps)
+    runs["growing"] = run(base, corpus, short, Rollout(lag=lambda step: step), seed)
     return runs, losses, seconds
 
 
@@ -252,7 +290,15 @@ LAYOUT: dict[str, tuple[str, str, str]] = {
     "offset": ("bf16", "rollout", "old_offset"),
     "swapped": ("fp8", "old", "rollout"),
     "identical": ("bf16", "old", "old"),
+    "padding": ("bf16", "rollout", "old_padded"),
+    "context": ("bf16", "rollout", "old_context"),
+    "growing": ("growing", "rollout", "old"),
 }
+WITHOUT_LAG = {"growing"}
+"""Variants written without a ``policy_lag`` column (a run that does not record it)."""
+PADDED = {"padding"}
+"""Variants whose mask counts every position of the batch, padding included (the rollout column
+holds 0.0 after each response's end, as a padded engine output does)."""
 
 
 def padded(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -261,21 +307,36 @@ def padded(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([F.pad(t, (0, width - t.shape[1])) for t in tensors])
 
 
-def write_variant(path: Path, logs: list[StepLog], rollout_key: str, old_key: str) -> None:
+def write_variant(
+    path: Path,
+    logs: list[StepLog],
+    rollout_key: str,
+    old_key: str,
+    lag: bool = True,
+    pad_counted: bool = False,
+) -> None:
     """Every step in one file: float32 log-probs, mask, and ``step``, ``uid``, ``policy_lag`` per
-    row."""
+    row (``lag`` False: no ``policy_lag`` column; ``pad_counted``: every position of a step's
+    batch is in the mask, the rollout column 0.0 after each response's end)."""
     rows = [log.mask.shape[0] for log in logs]
+    masks = [torch.ones_like(log.mask) if pad_counted else log.mask for log in logs]
+    rollout = [log.columns[rollout_key] for log in logs]
+    if pad_counted:
+        rollout = [
+            torch.where(log.mask, r, torch.zeros_like(r))
+            for log, r in zip(logs, rollout, strict=True)
+        ]
+    extra = {"uid": np.concatenate([log.uid for log in logs])}
+    if lag:
+        extra["policy_lag"] = np.repeat([log.lag for log in logs], rows)
     write_dump(
         path,
-        padded([log.columns[rollout_key] for log in logs]),
+        padded(rollout),
         padded([log.columns[old_key] for log in logs]),
-        padded([log.mask for log in logs]),
+        padded(masks),
         step=np.repeat([log.step for log in logs], rows),
         compression="zstd",
-        extra_columns={
-            "uid": np.concatenate([log.uid for log in logs]),
-            "policy_lag": np.repeat([log.lag for log in logs], rows),
-        },
+        extra_columns=extra,
     )
 
 
@@ -286,7 +347,14 @@ def write_all(out: Path, runs: dict[str, list[StepLog]]) -> None:
     try:
         for variant in VARIANTS:
             run_name, rollout_key, old_key = LAYOUT[variant]
-            write_variant(staging / variant / DUMP_FILE, runs[run_name], rollout_key, old_key)
+            write_variant(
+                staging / variant / DUMP_FILE,
+                runs[run_name],
+                rollout_key,
+                old_key,
+                lag=variant not in WITHOUT_LAG,
+                pad_counted=variant in PADDED,
+            )
         for variant in VARIANTS:
             if (out / variant).exists():
                 shutil.rmtree(out / variant)

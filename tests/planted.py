@@ -21,6 +21,7 @@ A variant changes one thing, the way a real pipeline bug or a real staleness wou
 * ``context`` — the trainer scored the response after another context: its logits at position t
   differ by CONTEXT·e^{−t/3}·η, large on the first tokens and fading;
 * ``growing`` — the engine's noise grows ×4 from the first step to the last, geometrically;
+* ``creeping`` — the same, ×1.5 (k3_kl ×2.25): a rise near what the growth test can resolve;
 * ``jump`` — the engine's noise is ×4 from the middle step on (a step change);
 * ``spike`` — one step (the third) with ×8 the noise, the others alike;
 * ``unpaired`` — a quarter of the rows of every step carry another row's training column (a batch
@@ -60,6 +61,7 @@ CAUSES: dict[str, str | None] = {
     "padding": "padding_in_mask",
     "context": "context_mismatch",
     "growing": "growing_drift",
+    "creeping": "growing_drift",
     "jump": "growing_drift",
     "spike": None,
     "unpaired": "unpaired_rows",
@@ -115,8 +117,12 @@ def planted_step(
     if variant == "context":
         fade = CONTEXT * np.exp(-np.arange(length) / 3.0)[None, :, None]
         trainer_z = z + fade * rng.standard_normal(z.shape)
-    growth = 4.0 ** (step / max(1, steps - 1))
-    scale = {"growing": growth, "jump": 4.0 if step >= steps // 2 else 1.0}.get(variant, 1.0)
+    ramp = step / max(1, steps - 1)
+    scale = {
+        "growing": 4.0**ramp,
+        "creeping": 1.5**ramp,
+        "jump": 4.0 if step >= steps // 2 else 1.0,
+    }.get(variant, 1.0)
     if variant == "spike" and step == 2:
         scale = 8.0
     if variant == "kv_cache":

@@ -422,8 +422,9 @@ def test_summary_without_rejection_counts_truncated_mass() -> None:
 def test_a_sweep_point_summarises_as_the_full_configuration(
     config: dict[str, Any], padding: bool
 ) -> None:
-    """Summary-only configurations (sweep points) track fewer statistics, in one group for the
-    whole dump; their summary must not differ from the full configuration's."""
+    """Summary-only configurations (sweep points) track fewer statistics; their summary, of the
+    whole dump and of each step, must not differ from the full configuration's, nor their
+    per-step figures computed for every step at once."""
     rng = np.random.default_rng(11)
     full = PresetComparison([NamedConfig("c", config, parse_config(config, "latest"))])
     point = PresetComparison([], [NamedConfig("c", config, parse_config(config, "latest"))])
@@ -441,8 +442,20 @@ def test_a_sweep_point_summarises_as_the_full_configuration(
             assert got[key] is None, key
         else:
             assert got[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
-    with pytest.raises(ValueError, match="whole dump"):  # kept in one group, not per step
-        point.summary("c", 0)
+    steps, figures = point.step_figures("c")
+    assert steps.tolist() == [0, 1, 2]
+    for i, step in enumerate(steps.tolist()):
+        want, got = full.summary("c", step), point.summary("c", step)
+        for key, value in want.items():
+            if value is None:
+                assert got[key] is None, (step, key)
+            else:
+                assert got[key] == pytest.approx(value, rel=1e-12, nan_ok=True), (step, key)
+        for key, values in figures.items():
+            if want[key] is None:
+                assert np.isnan(values[i]), (step, key)
+            else:
+                assert values[i] == pytest.approx(want[key], rel=1e-12), (step, key)
 
 
 def test_a_configuration_that_rejects_a_whole_step_is_reported() -> None:

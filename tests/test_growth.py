@@ -144,3 +144,31 @@ def test_flat_runs_with_between_step_scatter_are_rarely_rises(steps: int) -> Non
         k3 = 1e-3 * np.exp(0.3 * rng.standard_normal(steps))
         alarms += growth_test(range(steps), k3, 0.01, 0.05 * k3).significant
     assert alarms / runs < 0.02
+
+
+@pytest.mark.parametrize("steps", [4, 5, 6, 8])
+def test_a_step_change_in_a_short_run_is_a_rise_at_its_step(steps: int) -> None:
+    """Half the steps low, half ×16 higher, 5% standard errors and a little scatter: the line's
+    residuals inflate its slope's variance, the two levels are many standard errors apart."""
+    rng = np.random.default_rng(steps)
+    change = steps // 2
+    k3 = np.where(np.arange(steps) >= change, 16e-4, 1e-4) * np.exp(
+        0.05 * rng.standard_normal(steps)
+    )
+    found = growth_test(range(steps), k3, 0.01, 0.05 * k3)
+    assert found.significant and found.shape == "step" and found.change_step == change
+    assert found.after / found.before == pytest.approx(16, rel=0.2)
+
+
+@pytest.mark.parametrize("steps", [4, 5, 6, 7])
+def test_flat_short_runs_are_rarely_step_changes(steps: int) -> None:
+    """The step-change test picks its split after looking: Bonferroni keeps its false alarms on
+    flat runs (×e^{±0.3} scatter, 5% standard errors) under 2% at α = 0.01, with or without
+    standard errors."""
+    rng = np.random.default_rng(50 + steps)
+    runs = 2000
+    alarms = 0
+    for i in range(runs):
+        k3 = 1e-3 * np.exp(0.3 * rng.standard_normal(steps))
+        alarms += growth_test(range(steps), k3, 0.01, 0.05 * k3 if i % 2 else None).significant
+    assert alarms / runs < 0.02

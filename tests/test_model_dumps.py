@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from rcdiag.metrics.analysis import AnalyzeOptions
+from rcdiag.model import ReportDocument
+from rcdiag.run.documents import build_report_document
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.results import analyze_dump
 
@@ -33,7 +35,14 @@ VARIANTS = (
     "offset",
     "swapped",
     "identical",
+    "padding",
+    "context",
+    "growing",
 )
+SHORT = {"growing": 6}
+"""Variants of a shorter run: their number of steps."""
+WITHOUT_LAG = {"growing"}
+"""Variants written without a ``policy_lag`` column."""
 MAX_RESPONSE = 96
 """The longest response the full run samples (``Settings.max_response``)."""
 
@@ -77,7 +86,9 @@ def load(directory: Path) -> Tokens:
         old=flat("old_log_probs")[mask].astype(np.float64),
         lengths=lengths,
         steps=per_row("step"),
-        lags=per_row("policy_lag"),
+        lags=per_row("policy_lag")
+        if "policy_lag" in table.column_names
+        else np.zeros(table.num_rows, dtype=np.int64),
         masks_all_valid=bool(mask.all()),
     )
 
@@ -99,25 +110,31 @@ def test_shipped_dump_is_valid_and_analysable(variant: str) -> None:
     directory = MODEL_DUMPS / variant
     document = analyze_dump(DumpSpec([directory]), AnalyzeOptions())
     tokens = shipped(variant)
-    assert document.source.steps >= 12
-    assert document.source.rows == tokens.lengths.size >= 12 * 32
+    steps = SHORT.get(variant, 15)
+    assert document.source.steps == steps
+    assert document.source.rows == tokens.lengths.size == steps * 32
     assert document.source.valid_tokens == tokens.rollout.size
     assert all(np.isfinite(v) for v in document.overall.values() if v is not None)
     # one response per row: valid tokens then nothing (the writer trims the padding)
     assert tokens.masks_all_valid and tokens.lengths.min() >= 1
-    assert tokens.lengths.max() <= MAX_RESPONSE and np.unique(tokens.lengths).size > 20
+    assert tokens.lengths.max() <= MAX_RESPONSE
+    if variant == "padding":  # the mask counts the batch's padding: every row its full width
+        assert (tokens.lengths == MAX_RESPONSE).all()
+    else:  # every response its own length
+        assert np.unique(tokens.lengths).size > 20
     assert (tokens.rollout <= 0).all() and (tokens.old <= 0).all()
     assert [p.name for p in directory.iterdir()] == ["part-0.parquet"]
     assert (np.diff(tokens.steps) >= 0).all()
     schema = pq.read_schema(directory / "part-0.parquet")
     assert str(schema.field("rollout_log_probs").type.value_type) == "float"
+    lag = set() if variant in WITHOUT_LAG else {"policy_lag"}
     assert set(schema.names) == {
         "rollout_log_probs",
         "old_log_probs",
         "response_mask",
         "step",
         "uid",
-        "policy_lag",
+        *lag,
     }
 
 
@@ -186,6 +203,50 @@ def test_offset_scores_the_wrong_positions() -> None:
     assert correlation(shipped("bf16").rollout, shipped("bf16").old) > 0.999
 
 
+def test_padding_counted_in_the_mask_ends_responses_in_a_constant_run() -> None:
+    """The mask counts the batch's padding: after each response's end the engine's column holds
+    0.0 while the trainer scores the pad byte (a very unlikely byte); before it the column is
+    bf16's, token for token."""
+    padding, clean = shipped("padding"), shipped("bf16")
+    zero = padding.rollout == 0.0
+    assert zero.mean() > 0.2 and (padding.old[zero] < -5).all()
+    assert (clean.rollout == 0.0).mean() < 0.01
+    assert padding.lengths.sum() > clean.lengths.sum()
+    starts = np.concatenate([[0], np.cumsum(padding.lengths)[:-1]])
+    first = padding.rollout[starts]  # the first response token is never padding
+    assert (first != 0.0).all()
+
+
+def _by_position(tokens: Tokens, first: int, last: int) -> float:
+    position = np.arange(tokens.lengths.sum()) - np.repeat(
+        np.concatenate([[0], np.cumsum(tokens.lengths)[:-1]]), tokens.lengths
+    )
+    chosen = (position >= first) & (position <= last)
+    return mean_abs(tokens.log_ratio[chosen])
+
+
+def test_another_context_moves_the_first_response_tokens_most() -> None:
+    """Scored after another prompt, the first response tokens disagree most; the disagreement
+    fades as the response itself becomes the context."""
+    context, clean = shipped("context"), shipped("bf16")
+    head, tail = _by_position(context, 0, 3), _by_position(context, 16, MAX_RESPONSE)
+    assert head > 0.3 and head > 10 * tail
+    assert _by_position(clean, 0, 3) < 3 * _by_position(clean, 16, MAX_RESPONSE)
+    np.testing.assert_array_equal(context.rollout, clean.rollout)  # the same rollouts
+
+
+def test_the_short_run_grows_step_by_step() -> None:
+    """The engine is never synced: at step s it samples with the weights of step 0, s optimizer
+    steps behind, and the run records no policy lag."""
+    growing = shipped("growing")
+    k3 = []
+    for step in np.unique(growing.steps):
+        ell = growing.log_ratio[growing.tokens_of(growing.steps == step)]
+        k3.append(float(np.mean(np.expm1(ell) - ell)))
+    assert k3[-1] > 20 * k3[0] and k3[-1] > 1e-3
+    assert (np.diff(k3[1:]) > 0).all()
+
+
 def test_sample_data_stays_small() -> None:
     size = sum(p.stat().st_size for p in SAMPLE_DATA.rglob("*") if p.is_file())
     assert size < 5_000_000
@@ -247,3 +308,85 @@ def test_response_mask_ends_at_the_first_blank_line() -> None:
     lm = tiny_lm()
     responses = torch.tensor([list(b"ab\n\ncd\n\nef"), list(b"a\nb\nc\nde\nf")])
     assert lm.response_mask(responses).sum(dim=1).tolist() == [4, 10]
+
+
+EXPECTED_CAUSE = {
+    "bf16": None,
+    "bf16_mixed": None,
+    "fp8": "numeric_mismatch",
+    "stale": "stale_policy",
+    "topp": "processed_logprobs",
+    "temperature": "temperature_mismatch",
+    "offset": "misaligned_tokens",
+    "swapped": "swapped_columns",
+    "identical": "identical_columns",
+    "padding": "padding_in_mask",
+    "context": "context_mismatch",
+    "growing": "growing_drift",
+}
+"""The cause every command must name on each real-model sample (None: no cause, healthy)."""
+DUMP_BUGS = {"topp", "temperature", "offset", "swapped", "identical", "padding", "context"}
+
+
+@cache
+def report_of(variant: str) -> ReportDocument:
+    return build_report_document(DumpSpec([MODEL_DUMPS / variant]))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_diagnosis_names_the_cause_of_each_real_model_sample(variant: str) -> None:
+    document = report_of(variant)
+    assert document.diagnosis is not None and document.recommendation is not None
+    causes = [c.id for c in document.diagnosis.causes]
+    bugs = [c.id for c in document.diagnosis.causes if c.kind == "dump_bug"]
+    want = EXPECTED_CAUSE[variant]
+    if want is None:
+        assert causes == [] and document.diagnosis.verdict == "healthy"
+    else:
+        assert want in causes
+    rec = document.recommendation
+    if variant in DUMP_BUGS:  # fix the dump: no IS/RS correction
+        assert bugs == [want] and rec.dump_bug == want and rec.choices == ()
+        assert document.verdict is not None and document.verdict.lead == want
+    else:
+        assert bugs == [] and rec.recommended is not None
+    if variant in ("growing", "stale"):  # a growth story, never engine numerics
+        assert "growing_drift" in causes and "numeric_mismatch" not in causes
+
+
+@pytest.mark.parametrize("variant", ["padding", "context", "growing"])
+def test_every_command_tells_the_same_story_on_the_new_samples(
+    variant: str, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from rcdiag.cli import app
+
+    runner = CliRunner()
+    dump = str(MODEL_DUMPS / variant)
+    env = {"COLUMNS": "200"}
+    outputs = {
+        command: runner.invoke(app, [command, dump], env=env)
+        for command in ("analyze", "recommend", "check")
+    }
+    want = EXPECTED_CAUSE[variant]
+    assert want is not None
+    assert want in outputs["analyze"].output and want in outputs["check"].output
+    assert outputs["check"].exit_code == 1  # act: the CI gate fails
+    page = tmp_path / "page.html"
+    report = runner.invoke(app, ["report", dump, "-o", str(page)], env=env)
+    assert report.exit_code == 0, report.output
+    html = page.read_text()
+    assert want in html
+    recommend = outputs["recommend"].output
+    if variant in DUMP_BUGS:
+        assert "No rollout-correction configuration is recommended" in recommend
+        assert "Recommended:" not in recommend and "→ use" not in report.output
+        assert "fix the dump" in outputs["analyze"].output
+        assert "Not applicable to this dump" in html  # the preset comparison
+        assert "Recommended for verl" not in html
+    else:
+        assert "Recommended:" in recommend and "The mismatch grows" in recommend
+        assert "Not applicable to this dump" not in html
+        for output in (*outputs.values(), report):
+            assert "numeric_mismatch" not in output.output

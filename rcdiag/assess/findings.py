@@ -67,6 +67,7 @@ ADVICE_LIMITS: dict[str, float] = {
     "veto_fraction": band_limit(VETO_FRACTION.name, "act"),
     "bias_share": 0.5,
     "keep_target": 0.95,
+    "worst_step_keep": 0.9,
     "is_mass_removed": 0.05,
 }
 """The limits the recommendation rules read (docs/recommendation.md explains each). Health limits
@@ -78,7 +79,10 @@ are the registry's bands (:mod:`rcdiag.assess.judge`), read here, never restated
 * ``seq_*``: sequence-level ratios are unusable past the ``watch`` limits of χ²_seq and ESS_seq.
 * ``catastrophic_fraction``, ``veto_fraction``: the registry's limits on catastrophic tokens.
 * ``bias_share``: |kl| / mean |Δ log p| at or above which the mismatch is a systematic shift.
-* ``keep_target``: rejection thresholds are the tightest grid points keeping this share of tokens.
+* ``keep_target``: rejection thresholds are the tightest grid points keeping this share of tokens
+  (of the whole dump; when the mismatch grows, of the recent steps too).
+* ``worst_step_keep``: when the mismatch grows, the least share of its tokens a rejection threshold
+  may keep at its worst step.
 * ``is_mass_removed``: the largest share of IS weight mass truncation may remove at C.
 
 Whether the mismatch grows is the diagnosis's ``growing_drift`` cause (one change-point test).

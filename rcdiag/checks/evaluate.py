@@ -149,7 +149,11 @@ def _aggregate(
         where = f"a step change at step {trend.change_step}"
     else:
         where = f"a sustained {direction} over {trend.steps} steps"
-    detail = f"{where}: {fmt(trend.before)} → {fmt(trend.after)} (p = {trend.p_value:.2g})"
+    # the rule's own α (the diagnosis's growing_drift uses its own, docs/rules.md)
+    detail = (
+        f"{where}: {fmt(trend.before)} → {fmt(trend.after)} "
+        f"(p = {trend.p_value:.2g} < α = {settings.trend_alpha:g})"
+    )
     return trend.relative_change, trend.change_step, detail, trend
 
 

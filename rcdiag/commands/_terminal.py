@@ -22,7 +22,7 @@ STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "b
 
 VERDICT_WORDS: dict[str, str] = {
     "healthy": "HEALTHY — rollout and training agree within every published range",
-    "watch": "WATCH — a mismatch worth watching; no change needed yet",
+    "watch": "WATCH — a mismatch worth watching: keep an eye on it",
     "act": "ACT — fix or correct the mismatch before it biases training",
 }
 DUMP_BUG_WORDS = (

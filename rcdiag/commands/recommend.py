@@ -38,6 +38,7 @@ from rcdiag.commands._terminal import CHI2_METRICS, CHI2_NOTE
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import Choice, Recommendation, ReportDocument
+from rcdiag.model.advice import KeptByStep
 
 _STYLE = {"healthy": "bold green", "watch": "bold yellow", "act": "bold red"}
 
@@ -127,7 +128,10 @@ def show(document: ReportDocument) -> None:
     stdout.print(paragraph(Text(summary_line(best, dialect), style="cyan"), indent=2))
     stdout.print(paragraph(best.title, indent=2))
     if best.expected:
-        stdout.print(paragraph(expected_text(best.expected), indent=2, style="dim"))
+        stdout.print(paragraph(expected_text(best.expected, best.per_step), indent=2, style="dim"))
+    if best.per_step is not None and best.per_step.story is not None:
+        for kept in ("tokens", "sequences"):
+            stdout.print(paragraph(step_line(best.per_step, kept), indent=2, style="dim"))
     stdout.print(Text("Why (rules that fired, then the thresholds)", style="bold"))
     _bullets(best.reasons)
     if rec.framework:  # asked for by --framework: before verl's own forms
@@ -146,7 +150,8 @@ def show(document: ReportDocument) -> None:
             stdout.print(paragraph(Text(summary_line(choice, dialect), style="cyan"), indent=5))
             _bullets(choice.reasons, 5)
             if choice.expected:
-                stdout.print(paragraph(expected_text(choice.expected), indent=5, style="dim"))
+                text = expected_text(choice.expected, choice.per_step)
+                stdout.print(paragraph(text, indent=5, style="dim"))
     if rec.avoid:
         stdout.print(Text("\nNot recommended for this dump", style="bold"))
         _bullets(
@@ -161,6 +166,28 @@ def show(document: ReportDocument) -> None:
     for note in notes:
         stdout.print()
         stdout.print(Text.assemble(("Note: ", "bold yellow"), printable(note)))
+
+
+STEPS_SHOWN = 16
+"""The most steps :func:`step_line` lists (evenly spread, with the worst and the last)."""
+
+
+def step_line(kept: KeptByStep, what: str = "tokens") -> str:
+    """``tokens kept per step: 0 100% · 1 100% · … · 13 67.1% · 14 77.7%`` (``what``: ``tokens``
+    or ``sequences``; at most :data:`STEPS_SHOWN` steps: evenly spread, the worst and the last
+    among them)."""
+    from rcdiag.formatting import pct
+
+    shares = kept.kept_token_share if what == "tokens" else kept.kept_sequence_share
+    count = len(kept.steps)
+    chosen = set(range(count))
+    if count > STEPS_SHOWN:
+        chosen = {round(i * (count - 1) / (STEPS_SHOWN - 2)) for i in range(STEPS_SHOWN - 1)}
+        if kept.worst_step is not None:
+            chosen.add(kept.steps.index(kept.worst_step))
+    cells = [f"{kept.steps[i]} {pct(shares[i])}" for i in sorted(chosen) if shares[i] is not None]
+    which = "" if count <= STEPS_SHOWN else f" ({len(cells)} of {count} steps)"
+    return f"{what} kept per step{which}: " + " · ".join(cells)
 
 
 def write_config(document: ReportDocument, path: Path, quiet: bool) -> bool:

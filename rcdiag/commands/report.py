@@ -118,6 +118,10 @@ def report(
     if use is not None:
         stdout.print(Text(f"→ use {printable(use[0])}"))
         stdout.print(paragraph(Text(printable(use[1])), indent=2))
+        best = document.recommendation.recommended if document.recommendation else None
+        story = None if best is None or best.per_step is None else best.per_step.story
+        if story is not None:
+            stdout.print(paragraph(Text(printable(story)), indent=2))
     if document.recommendation is not None and not document.recommendation.measured:
         stderr.print(Text(f"note: {UNMEASURED_LINE}"))
     page = written["--output"] if output is not None else written["--output"].absolute()

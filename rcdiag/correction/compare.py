@@ -59,15 +59,19 @@ class NamedConfig:
         return self.plan.framework if isinstance(self.plan, ExternalPlan) else "verl"
 
 
-WHOLE_DUMP = 0
-"""The one group of a component kept for the whole dump only (sweep points' summaries)."""
+STEP_FIGURES = (
+    "kept_token_share",
+    "kept_sequence_share",
+    "rejected_sequence_share",
+    "weight_mass_removed",
+)
+"""The summary figures :meth:`PresetComparison.step_figures` gives for every step at once."""
 
 
 @dataclass
 class _Tracked:
     component: Component
     index: GroupIndex
-    per_step: bool = True  # else one group for the whole dump: memory not in the step count
     stats: GroupedStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,10 +107,11 @@ class _Finished:
 class PresetComparison:
     """Streams batches through every configuration; then metrics and summaries per step and overall.
 
-    ``summary_only`` configurations (sweep points) get :meth:`summary` of the whole dump but not
-    verl's metrics nor per-step figures, so only their outcome is computed, in one group (memory
-    independent of the number of steps). ``base``: the per-row statistics of an analysis fed the same
-    batches, shared instead of computed twice (the analysis adds each batch to them).
+    ``summary_only`` configurations (sweep points) get :meth:`summary` (of the whole dump or of a
+    step) and :meth:`step_figures` but not verl's metrics, so only their outcome (and a batch-norm
+    factor) is computed: a handful of sums per step, held as matrices. ``base``: the per-row
+    statistics of an analysis fed the same batches, shared instead of computed twice (the analysis
+    adds each batch to them).
 
     Example:
         >>> import numpy as np
@@ -134,27 +139,24 @@ class PresetComparison:
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
         self._finished: dict[int, _Finished] = {}
-        self._whole = GroupIndex()
         for c in configs:
             if isinstance(c.plan, ExternalPlan):
-                self._track(c.name, c.plan.components(), per_step=True)
+                self._track(c.name, c.plan.components())
             else:
-                parts = (*plan_components(c.plan), Outcome(c.plan))
-                self._track(c.name, parts, per_step=True)
+                self._track(c.name, (*plan_components(c.plan), Outcome(c.plan)))
         for c in summary_only:  # a summary reads the outcome (and a batch-norm factor) only
             if isinstance(c.plan, ExternalPlan):
-                self._track(c.name, (c.plan.outcome(),), per_step=False)
+                self._track(c.name, (c.plan.outcome(),))
                 continue
             plan = c.plan.importance
             normalises = plan is not None and plan.batch_normalize
             norm = (BatchNormalisation(plan, c.plan.dialect),) if plan and normalises else ()
-            self._track(c.name, (*norm, Outcome(c.plan)), per_step=False)
+            self._track(c.name, (*norm, Outcome(c.plan)))
 
-    def _track(self, name: str, parts: tuple[Component, ...], per_step: bool) -> None:
-        for part in parts:  # a component that one configuration needs per step is kept per step
+    def _track(self, name: str, parts: tuple[Component, ...]) -> None:
+        for part in parts:  # a component shared by several configurations is computed once
             if part not in self._tracked:
-                index = self.base.index if per_step else self._whole
-                self._tracked[part] = _Tracked(part, index, per_step)
+                self._tracked[part] = _Tracked(part, self.base.index)
         self._parts[name] = parts
 
     def update(self, batch: RaggedBatch, view: TokenView | None = None) -> None:
@@ -167,14 +169,10 @@ class PresetComparison:
         if self._owns_base:  # else the analysis that shares its statistics adds the batch
             slots = self.base.slots_for(batch.steps)
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
-        whole_rows = np.full(batch.rows, WHOLE_DUMP, dtype=np.int64)
-        whole_runs = np.full(view.runs[1].size, WHOLE_DUMP, dtype=np.int64)
+        rows, runs = batch.steps, view.runs[1]
         additions: list[tuple[GroupedStats, I64, Mapping[str, F64 | Moments]]] = []
         for tracked in self._tracked.values():
             stats, component = tracked.stats, tracked.component
-            rows, runs = (
-                (batch.steps, view.runs[1]) if tracked.per_step else (whole_rows, whole_runs)
-            )
             additions.append((stats, stats.slots_for(rows), component.row_stats(view)))
             if component.run_kinds:
                 additions.append((stats, stats.slots_for(runs), component.run_stats(view)))
@@ -215,12 +213,7 @@ class PresetComparison:
         return self._stats(self.base, step)
 
     def _getter(self, component: Component, step: int | None, base: dict[str, float]) -> Getter:
-        tracked = self._tracked[component]
-        if step is not None and not tracked.per_step:
-            raise ValueError(
-                "a summary-only configuration is kept for the whole dump, not per step"
-            )
-        own = self._stats(tracked.stats, step)
+        own = self._stats(self._tracked[component].stats, step)
 
         def get(name: str) -> float:
             return own[name] if name in own else base[name]
@@ -274,6 +267,38 @@ class PresetComparison:
             mu = importance.batch_norm_factor(self._getter(norm, step, base))
         figures["max_weight"] = get("kept_applied_max") / mu
         return figures
+
+    def step_figures(self, name: str) -> tuple[I64, dict[str, F64]]:
+        """The kept shares and the IS weight mass truncated (:data:`STEP_FIGURES`) of
+        configuration ``name`` at every step at once: the steps in order and one array per figure
+        over them (NaN where :meth:`summary` has none: a step without a valid token or a kept
+        one, a configuration without IS or of another framework); :meth:`summary`'s formulas,
+        vectorised over the steps."""
+        config = self.configs[name]
+        plan = config.plan
+        outcome = plan.outcome() if isinstance(plan, ExternalPlan) else Outcome(plan)
+        stats = self._tracked[outcome].stats
+        steps, valid = self.base.column("valid_tokens")
+        nonempty = self.base.column("nonempty_rows")[1]
+        has = valid > 0
+
+        def share(part: F64, whole: F64) -> F64:
+            return np.divide(part, whole, out=np.full(steps.size, math.nan), where=has)
+
+        kept, rejected, emptied = (
+            stats.column(n)[1] for n in ("kept", "rejected_rows", "fully_rejected_rows")
+        )
+        figures = {
+            "kept_token_share": share(kept, valid),
+            "kept_sequence_share": share(nonempty - rejected, nonempty),
+            "rejected_sequence_share": share(emptied, nonempty),
+            "weight_mass_removed": np.full(steps.size, math.nan),
+        }
+        if not isinstance(plan, ExternalPlan) and plan.importance is not None:
+            raw, applied = (stats.column(n)[1] for n in ("kept_raw", "kept_applied"))
+            removed = np.divide(raw - applied, raw, out=np.zeros(steps.size), where=raw > 0)
+            figures["weight_mass_removed"] = np.where(has & (kept > 0), removed, math.nan)
+        return steps, figures
 
     def _external_summary(
         self, outcome: ExternalOutcome, step: int | None, base: dict[str, float]

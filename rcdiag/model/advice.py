@@ -138,6 +138,85 @@ class Statement(JsonRecord):
 
 
 @dataclass(frozen=True)
+class KeptByStep(JsonRecord):
+    """What a configuration keeps at each step, and on the steps a growing run is judged on
+    (docs/recommendation.md, "Where the run is going").
+
+    Attributes:
+        steps: the training steps; kept_token_share, kept_sequence_share: its kept shares at each
+            (None at a step without a valid token).
+        recent_steps: the recent steps (the last quarter of the steps with a valid token), first
+            and last; recent_count: how many.
+        recent_kept_token_share, recent_kept_sequence_share: its kept shares over them, pooled.
+        worst_step: the step where it keeps the smallest share of the tokens (None: no step has
+            a valid token); worst_kept_token_share, worst_kept_sequence_share: its shares there.
+        story: the per-step kept shares in one sentence, when they differ from the whole dump's
+            (else None: every step keeps about as much).
+    """
+
+    steps: tuple[int, ...]
+    kept_token_share: tuple[Number, ...]
+    kept_sequence_share: tuple[Number, ...]
+    recent_steps: tuple[int, int]
+    recent_count: int
+    recent_kept_token_share: Number
+    recent_kept_sequence_share: Number
+    worst_step: int | None
+    worst_kept_token_share: Number
+    worst_kept_sequence_share: Number
+    story: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": list(self.steps),
+            "kept_token_share": [safe_number(v) for v in self.kept_token_share],
+            "kept_sequence_share": [safe_number(v) for v in self.kept_sequence_share],
+            "recent": {
+                "first_step": self.recent_steps[0],
+                "last_step": self.recent_steps[1],
+                "steps": self.recent_count,
+                "kept_token_share": safe_number(self.recent_kept_token_share),
+                "kept_sequence_share": safe_number(self.recent_kept_sequence_share),
+            },
+            "worst": None
+            if self.worst_step is None
+            else {
+                "step": self.worst_step,
+                "kept_token_share": safe_number(self.worst_kept_token_share),
+                "kept_sequence_share": safe_number(self.worst_kept_sequence_share),
+            },
+            "story": self.story,
+        }
+
+    @classmethod
+    def read(cls, field: Field) -> KeptByStep:
+        steps = field["step"].integers()
+        tokens = tuple(field["kept_token_share"].number_list())
+        sequences = tuple(field["kept_sequence_share"].number_list())
+        for name, values in (("kept_token_share", tokens), ("kept_sequence_share", sequences)):
+            if len(values) != len(steps):
+                raise field[name].problem(f"has {len(values)} values for {len(steps)} steps")
+        recent, worst = field["recent"], field["worst"]
+        return cls(
+            steps=steps,
+            kept_token_share=tokens,
+            kept_sequence_share=sequences,
+            recent_steps=(recent["first_step"].integer(), recent["last_step"].integer()),
+            recent_count=recent["steps"].count(),
+            recent_kept_token_share=recent["kept_token_share"].optional_number(),
+            recent_kept_sequence_share=recent["kept_sequence_share"].optional_number(),
+            worst_step=None if worst.is_null() else worst["step"].integer(),
+            worst_kept_token_share=None
+            if worst.is_null()
+            else worst["kept_token_share"].optional_number(),
+            worst_kept_sequence_share=None
+            if worst.is_null()
+            else worst["kept_sequence_share"].optional_number(),
+            story=field["story"].optional_string(),
+        )
+
+
+@dataclass(frozen=True)
 class Choice(JsonRecord):
     """One ranked configuration (``choices[0]`` of a recommendation is the recommended one).
 
@@ -149,6 +228,7 @@ class Choice(JsonRecord):
         evaluated: where its figures were measured (``{"kind", "ref"}``), None when not measured.
         expected: its measured figures on the dump (``kept_token_share``, ``ess``, …).
         reasons: why it was chosen, one sentence each.
+        per_step: what it keeps at each step (:class:`KeptByStep`), None when not measured.
     """
 
     role: str
@@ -162,6 +242,7 @@ class Choice(JsonRecord):
     evaluated: Mapping[str, Any] | None
     expected: Mapping[str, Number] | None
     reasons: tuple[str, ...]
+    per_step: KeptByStep | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,11 +257,13 @@ class Choice(JsonRecord):
             "evaluated": None if self.evaluated is None else dict(self.evaluated),
             "expected": None if self.expected is None else json_safe(dict(self.expected)),
             "reasons": list(self.reasons),
+            "per_step": None if self.per_step is None else self.per_step.to_json(),
         }
 
     @classmethod
     def read(cls, field: Field) -> Choice:
         evaluated, expected = field["evaluated"], field["expected"]
+        per_step = field.get("per_step")
         return cls(
             role=field["role"].string(),
             preset=field["preset"].optional_string(),
@@ -193,6 +276,7 @@ class Choice(JsonRecord):
             evaluated=None if evaluated.is_null() else dict(evaluated.mapping()),
             expected=None if expected.is_null() else expected.numbers(),
             reasons=field["reasons"].strings(),
+            per_step=None if per_step is None or per_step.is_null() else KeptByStep.read(per_step),
         )
 
 

@@ -177,6 +177,55 @@ class ConfigurationResult(JsonRecord):
         )
 
 
+PerStep = Mapping[str, tuple[Number, ...]]
+"""Figures by name, each a tuple of one value per step (None: no valid token that step)."""
+
+
+def _per_step_json(values: PerStep) -> dict[str, list[Number]]:
+    return {name: [safe_number(v) for v in column] for name, column in values.items()}
+
+
+def read_per_step(field: Field, length: int | None = None) -> dict[str, tuple[Number, ...]]:
+    """An object of equally long lists of numbers or nulls (``length``: the number of steps)."""
+    out: dict[str, tuple[Number, ...]] = {}
+    for name, column in field.entries():
+        values = tuple(column.number_list())
+        if length is not None and len(values) != length:
+            raise column.problem(f"has {len(values)} values, one per step ({length}) expected")
+        out[name] = values
+    return out
+
+
+@dataclass(frozen=True)
+class StepCounts(JsonRecord):
+    """The steps of a sweep's per-step figures and what each holds (what its shares are of).
+
+    Attributes:
+        steps: the training steps, in order.
+        valid_tokens: valid tokens of each step; sequences: sequences with a valid token.
+    """
+
+    steps: tuple[int, ...]
+    valid_tokens: tuple[int, ...]
+    sequences: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": list(self.steps),
+            "valid_tokens": list(self.valid_tokens),
+            "sequences": list(self.sequences),
+        }
+
+    @classmethod
+    def read(cls, field: Field) -> StepCounts:
+        steps = field["step"].integers()
+        columns = {n: field[n].integers() for n in ("valid_tokens", "sequences")}
+        for name, column in columns.items():
+            if len(column) != len(steps):
+                raise field[name].problem(f"has {len(column)} values for {len(steps)} steps")
+        return cls(steps, columns["valid_tokens"], columns["sequences"])
+
+
 @dataclass(frozen=True)
 class SweepPoint(JsonRecord):
     """One grid point of a sweep.
@@ -185,25 +234,35 @@ class SweepPoint(JsonRecord):
         threshold: the swept threshold as written in the grid (``1.001``).
         config: the complete configuration of the point.
         summary: rcdiag's comparison figures of that configuration over the whole dump.
+        per_step: its figures at each step of the sweep's ``steps``, one list each, in report
+            documents: ``kept_token_share`` and ``kept_sequence_share`` unless it keeps every
+            token and sequence of the dump (1 at every step), ``weight_mass_removed`` when its
+            truncation removes IS weight mass; else None.
     """
 
     threshold: str
     config: Config
     summary: Figures
+    per_step: PerStep | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "threshold": self.threshold,
             "config": dict(self.config),
             "summary": safe_numbers(self.summary),
         }
+        if self.per_step is not None:
+            out["per_step"] = _per_step_json(self.per_step)
+        return out
 
     @classmethod
     def read(cls, field: Field) -> SweepPoint:
+        per_step = field.get("per_step")
         return cls(
             threshold=field["threshold"].string(),
             config=field["config"].scalars(),
             summary=field["summary"].numbers(),
+            per_step=None if per_step is None else read_per_step(per_step),
         )
 
 
@@ -219,28 +278,44 @@ class SweepResult(JsonRecord):
         points: the grid points, in grid order.
         key: the report's name of the sweep (``geo``, ``max``, ``geo+max``, ``is``), or None.
         title: what the sweep shows, for the report (None in compare-presets documents).
+        steps: the steps of the points' ``per_step`` figures (report documents), else None.
     """
 
     target: str
     points: tuple[SweepPoint, ...]
     key: str | None = None
     title: str | None = None
+    steps: StepCounts | None = None
 
     def to_json(self) -> dict[str, Any]:
         points = [p.to_json() for p in self.points]
         if self.title is None:
             return {"target": self.target, "points": points}
-        return {"key": self.key, "target": self.target, "title": self.title, "points": points}
+        out: dict[str, Any] = {"key": self.key, "target": self.target, "title": self.title}
+        if self.steps is not None:
+            out["steps"] = self.steps.to_json()
+        return {**out, "points": points}
 
     @classmethod
     def read(cls, field: Field) -> SweepResult:
         title = field.get("title")
         key = field.get("key") if title is not None else None
+        steps = field.get("steps") if title is not None else None
+        counts = None if steps is None else StepCounts.read(steps)
+        items = field["points"].items()
+        points = tuple(SweepPoint.read(p) for p in items)
+        for item, point in zip(items, points, strict=True):
+            if point.per_step is None:
+                continue
+            if counts is None:
+                raise item["per_step"].problem("holds per-step figures but the sweep no steps")
+            read_per_step(item["per_step"], len(counts.steps))
         return cls(
             target=field["target"].string(),
-            points=tuple(SweepPoint.read(p) for p in field["points"].items()),
+            points=points,
             key=None if key is None else key.optional_string(),
             title=None if title is None else title.string(),
+            steps=counts,
         )
 
 

@@ -284,8 +284,18 @@ def _recommendation_card(recommendation: Recommendation) -> Card:
         ),
         tables=(table,) if rows else (),
         advice=_advice(recommendation),
-        notes=tuple(r.text for r in recommendation.rules) + recommendation.notes,
+        notes=tuple(r.text for r in recommendation.rules)
+        + _story(recommendation)
+        + recommendation.notes,
     )
+
+
+def _story(recommendation: Recommendation) -> tuple[str, ...]:
+    """What the recommended configuration keeps step by step, when that differs from the whole
+    dump (:attr:`~rcdiag.model.advice.KeptByStep.story`)."""
+    chosen = recommendation.recommended
+    kept = None if chosen is None else chosen.per_step
+    return () if kept is None or kept.story is None else (kept.story,)
 
 
 _BUILDERS: tuple[tuple[type, Any], ...] = (

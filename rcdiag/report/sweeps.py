@@ -7,8 +7,11 @@ sweep draws ESS and the IS weight mass truncated against C, on a log axis ticked
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from rcdiag.assess.references import KEEP_TARGET
 from rcdiag.report.figures import (
@@ -28,6 +31,7 @@ from rcdiag.report.figures import (
     reference_line,
     scatter,
 )
+from rcdiag.report.steps import _traces, bucket_size
 
 SHARE_RANGE = [0.0, 1.08]
 """Share axes end above 100%, so a point (or the star) at 100% is not cut."""
@@ -196,5 +200,41 @@ def is_sweep_chart(document: Mapping[str, Any]) -> Chart | None:
         "Token TIS: choosing C",
         "A small C truncates more weight (bias, orange); a large C lets rare big weights through "
         "(variance: ESS falls, blue). verl's default is C = 2.",
+        plotly_figure(traces, layout),
+    )
+
+
+def kept_by_step_chart(document: Mapping[str, Any]) -> Chart | None:
+    """The recommended configuration's kept shares at each step (tokens, sequences; buckets of
+    consecutive steps for long runs, as the trends), with the keep target; None when the
+    recommendation holds no per-step figures or keeps everything at every step."""
+    choices = (document.get("recommendation") or {}).get("choices") or []
+    kept = (choices[0].get("per_step") if choices else None) or {}
+    if not kept.get("story"):
+        return None
+    x = np.asarray(kept["step"], dtype=np.int64)
+    size = bucket_size(x.size)
+    traces: list[Trace] = []
+    for name, values, color in (
+        ("tokens kept", kept["kept_token_share"], TEAL),
+        ("sequences kept", kept["kept_sequence_share"], PURPLE),
+    ):
+        y = np.asarray([math.nan if v is None else v for v in values], dtype=np.float64)
+        traces += _traces(x, y, size, name, color)
+    traces.append(
+        reference_line(x.tolist(), KEEP_TARGET, f"keep {KEEP_TARGET:.0%}", MUTED, dash="dot")
+    )
+    recent = kept["recent"]
+    layout = base_layout(
+        xaxis={"title": {"text": "step"}},
+        yaxis={"title": {"text": "share kept"}, "tickformat": ".0%", "range": SHARE_RANGE},
+        showlegend=True,
+    )
+    return Chart(
+        "kept-by-step",
+        f"{choices[0].get('name', 'The recommendation')}: what it keeps at each step",
+        f"Share of the valid tokens (teal) and of the sequences (purple) the recommended "
+        f"configuration keeps at each step; recent steps {recent['first_step']}–"
+        f"{recent['last_step']}. Grey line: the 95% keep target.",
         plotly_figure(traces, layout),
     )

@@ -24,7 +24,7 @@ from rcdiag.metrics.records import KEY_METRICS, REGISTRY, RESPONSE_LENGTH_MEAN
 from rcdiag.report.buckets import where_charts
 from rcdiag.report.figures import Chart
 from rcdiag.report.histograms import distribution_charts
-from rcdiag.report.sweeps import is_sweep_chart, rejection_sweep_charts
+from rcdiag.report.sweeps import is_sweep_chart, kept_by_step_chart, rejection_sweep_charts
 from rcdiag.report.texts import (
     GLOSSARY,
     SHARE_FIGURES,
@@ -308,7 +308,9 @@ def all_charts(document: Mapping[str, Any]) -> dict[str, list[Chart]]:
         ref = choices[0]["evaluated"]["ref"]
     is_chart = is_sweep_chart(document)
     presets = [*rejection_sweep_charts(document, ref), *([is_chart] if is_chart else [])]
+    kept = kept_by_step_chart(document)
     return {
+        "recommendation": [kept] if kept is not None else [],
         "trends": trend_charts(document),
         "distributions": distribution_charts(document),
         "where": where_charts(document),

@@ -7,7 +7,8 @@ The document (:class:`~rcdiag.model.ReportDocument`) is a superset of the ``rcdi
   configuration left out, listed under ``preset_aliases``); per step only the ``summary`` figures are
   kept (``rcdiag compare-presets --json`` has every per-step verl metric);
 * ``sweeps`` — the candidate sweeps of :mod:`rcdiag.assess.recommendation.candidates`, overall
-  summaries per point;
+  summaries per point and each point's kept shares per step (what the recommendation judges a
+  growing run on);
 * ``profile`` — :class:`~rcdiag.metrics.profile.MismatchProfile` (where the mismatch lives);
 * ``verdict`` and ``recommendation`` — pure functions of the rest (:mod:`rcdiag.assess.verdict`,
   :mod:`rcdiag.assess.recommendation.ranking`), so ``rcdiag report --from`` re-renders without the dump.
@@ -94,7 +95,7 @@ def build_report_document(
         ),
         preset_aliases=aliases,
         sweeps=tuple(
-            sweep_result(comparison, s.target, s.thresholds, s.configs, s.key, s.title)
+            sweep_result(comparison, s.target, s.thresholds, s.configs, s.key, s.title, True)
             for s in sweeps
         ),
         profile=Profile.from_json(profile.result(), source="the mismatch profile"),
@@ -128,8 +129,22 @@ def complete(document: ReportDocument) -> ReportDocument:
 
 def page_json(document: ReportDocument) -> dict[str, Any]:
     """The JSON the page is rendered from (:func:`rcdiag.report.render.render_html`): the
-    complete document's :func:`overview`."""
-    return overview(complete(document)).to_json()
+    complete document's :func:`overview`, without the sweep points' per-step figures (the page
+    draws the recommended configuration's, which its recommendation holds)."""
+    done = overview(complete(document))
+    if done.sweeps is not None:
+        done = dataclasses.replace(
+            done,
+            sweeps=tuple(
+                dataclasses.replace(
+                    s,
+                    steps=None,
+                    points=tuple(dataclasses.replace(p, per_step=None) for p in s.points),
+                )
+                for s in done.sweeps
+            ),
+        )
+    return done.to_json()
 
 
 def load_document(path: Path) -> ReportDocument:

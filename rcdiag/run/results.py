@@ -36,6 +36,7 @@ from rcdiag.model import (
     WorstStep,
     json_safe,
 )
+from rcdiag.model.configuration import StepCounts
 from rcdiag.model.diagnosis import MetricStatus
 from rcdiag.run.consumers import Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
@@ -192,16 +193,48 @@ def sweep_result(
     configs: Sequence[NamedConfig],
     key: str | None = None,
     title: str | None = None,
+    per_step: bool = False,
 ) -> SweepResult:
-    """The overall figures of each grid point of a sweep evaluated in the comparison's pass."""
+    """The overall figures of each grid point of a sweep evaluated in the comparison's pass; with
+    ``per_step`` (a titled sweep of the report) also each point's kept shares at every step,
+    unless it keeps every token and sequence of the dump (then 1 at every step), and the IS
+    weight mass it truncates at every step when it truncates some."""
+
+    def point(threshold: str, named: NamedConfig) -> SweepPoint:
+        summary = comparison.summary(named.name)
+        # a point that keeps every token and sequence of the dump keeps all of each step
+        everything = all(summary[k] == 1.0 for k in STEP_SHARES)
+        truncates = (summary["weight_mass_removed"] or 0.0) > 0.0
+        if not per_step or (everything and not truncates):
+            return SweepPoint(threshold, dict(named.config), summary)
+        figures = comparison.step_figures(named.name)[1]
+        names = (*(() if everything else STEP_SHARES), *(STEP_MASS if truncates else ()))
+        shares = {k: tuple(figures[k].tolist()) for k in names}
+        return SweepPoint(threshold, dict(named.config), summary, shares)
+
     return SweepResult(
         target=target,
-        points=tuple(
-            SweepPoint(threshold=t, config=dict(c.config), summary=comparison.summary(c.name))
-            for t, c in zip(thresholds, configs, strict=True)
-        ),
+        points=tuple(point(t, c) for t, c in zip(thresholds, configs, strict=True)),
         key=key,
         title=title,
+        steps=step_counts(comparison) if per_step else None,
+    )
+
+
+STEP_SHARES = ("kept_token_share", "kept_sequence_share")
+"""The per-step figures a report's sweep points carry (what the recommendation judges them on)."""
+STEP_MASS = ("weight_mass_removed",)
+"""… and, for a point whose truncation removes IS weight mass, that share at each step."""
+
+
+def step_counts(comparison: PresetComparison) -> StepCounts:
+    """The steps of a comparison, with their valid tokens and sequences holding one."""
+    steps, valid = comparison.base.column("valid_tokens")
+    sequences = comparison.base.column("nonempty_rows")[1]
+    return StepCounts(
+        tuple(steps.tolist()),
+        tuple(int(v) for v in valid.tolist()),
+        tuple(int(v) for v in sequences.tolist()),
     )
 
 
@@ -262,18 +295,7 @@ def compare_and_recommend(
             if entry.name in presets and dict(entry.config) == dict(presets[entry.name].config)
         ],
         "sweeps": [
-            {
-                "key": s.key,
-                "target": s.target,
-                "points": [
-                    {
-                        "threshold": t,
-                        "config": dict(c.config),
-                        "summary": comparison.summary(c.name),
-                    }
-                    for t, c in zip(s.thresholds, named, strict=True)
-                ],
-            }
+            sweep_result(comparison, s.target, s.thresholds, named, s.key, s.title, True).to_json()
             for s, named in candidates
         ],
     }

@@ -112,8 +112,8 @@ def growing_drift(o: Observations) -> Detection | None:
         },
         cause
         + where
-        + " Meanwhile add a geometric-mean rejection criterion (seq_mean_k1) as a safety valve "
-        "on top of token-level TIS, sized on the latest steps.",
+        + " Meanwhile correct at token level; rcdiag recommend adds geometric-mean rejection as a "
+        "safety valve only where a threshold keeps enough of the latest steps.",
     )
 
 

@@ -43,7 +43,7 @@ from rcdiag.assess.recommendation.snippets import (
 from rcdiag.correction.presets import PRESETS
 from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.formatting import pct, short
-from rcdiag.model.advice import Avoided, Choice, Recommendation, Statement
+from rcdiag.model.advice import Avoided, Choice, KeptByStep, Recommendation, Statement
 
 MAX_CHOICES = 3
 UNMEASURED_NOTE = (
@@ -83,6 +83,7 @@ def _choice(entry: Entry, dialect: Dialect, reasons: list[str], role: str) -> di
         "evaluated": {"kind": entry.kind, "ref": entry.ref} if entry.summary is not None else None,
         "expected": expected,
         "reasons": reasons,
+        "per_step": entry.per_step,
     }
 
 
@@ -100,10 +101,12 @@ def _choice_name(config: Mapping[str, Any], preset: str | None, dialect: Dialect
     return preset if not changed else f"{preset}@{','.join(changed)}"
 
 
-def expected_text(expected: Mapping[str, Any] | None) -> str:
-    """A choice's measured figures in words (empty when it was not measured)."""
+def expected_text(expected: Mapping[str, Any] | None, per_step: KeptByStep | None = None) -> str:
+    """A choice's measured figures in words (empty when it was not measured), followed by what it
+    keeps step by step when that differs from the whole dump (:attr:`KeptByStep.story`)."""
     if not expected:
         return ""
+    story = None if per_step is None else per_step.story
     parts = [f"keeps {pct(expected.get('kept_token_share'))} of the tokens"]
     kept_rows = expected.get("kept_sequence_share")
     if kept_rows is not None and kept_rows < 1.0:
@@ -112,7 +115,9 @@ def expected_text(expected: Mapping[str, Any] | None) -> str:
         parts.append(f"truncates {pct(expected.get('weight_mass_removed'))} of the IS weight mass")
     if expected.get("ess") is not None:
         parts.append(f"ESS {short(expected.get('ess'), 3)}")
-    return "On this dump it " + ", ".join(parts) + "."
+    if story is None:
+        return "On this dump it " + ", ".join(parts) + "."
+    return "Over the whole dump it " + ", ".join(parts) + ". " + story
 
 
 def _is_sequence_level(config: Mapping[str, Any]) -> bool:
@@ -120,11 +125,18 @@ def _is_sequence_level(config: Mapping[str, Any]) -> bool:
     return config.get("rollout_is") == "sequence" or "seq_sum" in rs or rs == "sequence"
 
 
-def _avoid(entries: Entries, f: Findings, dialect: Dialect) -> list[dict[str, Any]]:
+def _avoid(entries: Entries, f: Findings, chosen: set[str]) -> list[dict[str, Any]]:
+    """The presets not to use, grouped by reason; never one of the ``chosen`` names (a choice
+    equal to a preset at its own thresholds carries the preset's name, a re-tuned one
+    ``preset@threshold``)."""
     groups: list[dict[str, Any]] = []
-    listed: set[str] = set()
+    listed: set[str] = set(chosen)
     if f.sequence_ratios_explode:
-        names = [n for n, p in entries.presets.items() if _is_sequence_level(p["config"])]
+        names = [
+            n
+            for n, p in entries.presets.items()
+            if n not in listed and _is_sequence_level(p["config"])
+        ]
         if names:
             groups.append(
                 {
@@ -212,12 +224,12 @@ def _corrected_choices(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     ids = {r.id for r in fired}
     notes: list[str] = []
-    c, c_reason = choose_is_threshold(entries)
+    c, c_reason = choose_is_threshold(entries, recent=f.growing)
     use_max = "catastrophic" in ids
     geo_point: Entry | None = None
     geo_reason = ""
     if "drift" in ids and "bias" not in ids:
-        geo_point, geo_reason = knee(entries.points("geo+max" if use_max else "geo"))
+        geo_point, geo_reason = knee(entries.points("geo+max" if use_max else "geo"), f.growing)
         if geo_point is None and entries.measured:
             notes.append(f"Geometric-mean rejection left out: {geo_reason}.")
     if geo_point is not None:
@@ -237,7 +249,7 @@ def _corrected_choices(
     ]
     shown = _share(primary, "weight_mass_removed")
     if shown is not None and primary.config.get("rollout_is_threshold") == c:
-        c, c_reason = choose_is_threshold(entries, shown)
+        c, c_reason = choose_is_threshold(entries, shown, f.growing)
     reasons.append(
         f"Token-level truncated IS reweights each token by min(π_train/π_rollout, C); {c_reason}."
     )
@@ -270,7 +282,7 @@ def _corrected_choices(
             )
         )
     elif "bias" not in ids:
-        point, why = knee(entries.points("geo"))
+        point, why = knee(entries.points("geo"), f.growing)
         if point is not None:
             alternatives.append(
                 (
@@ -375,7 +387,7 @@ def _recommendation(document: Mapping[str, Any]) -> dict[str, Any]:
         "dialect": dialect,
         "rules": [{"id": r.id, "text": r.because(f, dialect)} for r in fired],
         "choices": choices,
-        "avoid": _avoid(entries, f, dialect),
+        "avoid": _avoid(entries, f, {c["name"] for c in choices}),
         "notes": notes,
         "measured": entries.measured,
     }
