@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         report,
         write_report,
     )
+    from rcdiag.io.tensors import Padded
 
 
 class _Package(types.ModuleType):
@@ -82,9 +83,9 @@ def __dir__() -> list[str]:
 
 def write_dump(
     path: str | Path,
-    rollout_log_probs: Any,
-    old_log_probs: Any,
-    response_mask: Any = None,
+    rollout_log_probs: Padded,
+    old_log_probs: Padded,
+    response_mask: Padded | None = None,
     step: int | Any = 0,
     *,
     trim_padding: bool = True,
