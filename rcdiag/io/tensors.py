@@ -12,14 +12,15 @@ same way::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import numpy as np
-    import torch
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
-    Padded: TypeAlias = Union[torch.Tensor, np.ndarray]
+    import numpy as np
+    import torch  # noqa: TID251 (for the type checker only: never imported at run time)
+
+    Padded: TypeAlias = torch.Tensor | np.ndarray
     """A padded [B, T] array: log-probs (any float dtype) or a mask (bool or integer)."""
 
 __all__ = ["Padded"]
