@@ -101,3 +101,21 @@ def test_a_bad_fail_on_is_a_usage_error(source: Path) -> None:
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "--fail-on" in err and "expected watch or act" in err
+
+
+def test_a_reader_that_goes_away_ends_watch_quietly(source: Path) -> None:
+    """``rcdiag watch … | head -1``: once the pipe's reader has gone, watch exits 0 at its next
+    poll, with no traceback and no ``Error:`` line (without ``--exit-when-idle`` it would follow
+    the directory forever, writing into nothing)."""
+    process = start(str(source), "--interval", INTERVAL)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("step 0: ")
+        process.stdout.close()  # as head does after its line
+        code = process.wait(timeout=30)
+    finally:
+        process.kill()
+    assert process.stderr is not None
+    err = process.stderr.read()
+    assert code == 0, err
+    assert err == ""

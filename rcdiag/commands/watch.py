@@ -9,6 +9,7 @@ cannot be read yet is waited for: the error is printed once, and the next poll t
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,7 @@ from rcdiag.metrics.records import (
     worst_status,
 )
 from rcdiag.model import AnalysisResult, StepResult
+from rcdiag.process import reader_gone
 from rcdiag.status import STATUSES, rank
 
 LINE_METRICS = tuple(r.name for r in (K3_KL, ABS_LOG_RATIO_MEAN, CHI2_SEQ, ESS_SEQ))
@@ -195,8 +197,9 @@ def follow(
     fail_on: str | None,
     exit_when_idle: float | None,
 ) -> int:
-    """Poll until stopped, idle for ``exit_when_idle`` seconds, or the verdict reaches
-    ``fail_on``; returns the exit code."""
+    """Poll until stopped, idle for ``exit_when_idle`` seconds, the verdict reaches ``fail_on``,
+    or the reader of the output has gone (``rcdiag watch … | head``: exit 0, quietly); returns the
+    exit code."""
     follower, seen, waiting = Follower(), None, None
     changed_at = time.monotonic()
     while True:
@@ -219,6 +222,8 @@ def follow(
                     say(f"stopping: the verdict is {verdict} (--fail-on {fail_on})")
                     return EXIT_VERDICT
         if exit_when_idle is not None and time.monotonic() - changed_at >= exit_when_idle:
+            return 0
+        if reader_gone(sys.stdout):
             return 0
         time.sleep(interval)
 
