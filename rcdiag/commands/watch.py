@@ -33,7 +33,7 @@ from rcdiag.commands._common import (
     parse_dialect,
     reads_dump,
 )
-from rcdiag.commands._trackers import TensorboardOption
+from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.errors import InputError, UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.files import discover
@@ -152,6 +152,8 @@ def watch(
     veto_threshold: VetoOption = None,
     frameworks: FrameworksOption = None,
     tensorboard: TensorboardOption = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
@@ -160,31 +162,28 @@ def watch(
         if fail_on is not None and fail_on not in STATUSES[1:]:
             raise UsageError(f"--fail-on {fail_on}: expected watch or act")
         written = outputs({"--html": html}, paths)
-        stream = None
-        if tensorboard is not None:
-            from rcdiag.trackers.tensorboard import TensorboardStream
-
-            stream = TensorboardStream(tensorboard)
+        trackers = Trackers(tensorboard, mlflow, wandb)
+        trackers.check()
         arguments: dict[str, Any] = {
             "dialect": parse_dialect(dialect),
             "veto_threshold": veto_threshold,
             **dump_options.arguments(),
             "frameworks": frameworks,
         }
-        with cache_dir(arguments.pop("cache")) as cache:
-            try:
-                code = follow(
-                    paths,
-                    {**arguments, "cache": cache},
-                    written,
-                    stream,
-                    interval,
-                    fail_on,
-                    exit_when_idle,
-                )
-            finally:
-                if stream is not None:
-                    stream.close()
+        with cache_dir(arguments.pop("cache")) as cache, contextlib.ExitStack() as opened:
+            streams = []
+            for stream in trackers.streams():
+                opened.callback(stream.close)
+                streams.append(stream)
+            code = follow(
+                paths,
+                {**arguments, "cache": cache},
+                written,
+                streams,
+                interval,
+                fail_on,
+                exit_when_idle,
+            )
     raise typer.Exit(code)
 
 
@@ -192,7 +191,7 @@ def follow(
     paths: list[str],
     arguments: dict[str, Any],
     written: dict[str, Path],
-    stream: Any,
+    streams: Sequence[Any],
     interval: float,
     fail_on: str | None,
     exit_when_idle: float | None,
@@ -215,7 +214,7 @@ def follow(
                 seen, waiting, changed_at = now, None, time.monotonic()
                 for line in follower.news(result):
                     say(line)
-                if stream is not None:
+                for stream in streams:  # each logs the steps it has not logged yet
                     stream.add(result)
                 verdict = result.diagnosis.verdict
                 if fail_on is not None and rank(verdict) >= rank(fail_on):  # type: ignore[arg-type]
