@@ -31,11 +31,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rcdiag.argument_checks import (
     check_arguments,
@@ -77,6 +78,31 @@ if TYPE_CHECKING:
     from rcdiag.run.convert import Converted
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _notebook_progress(function: F) -> F:
+    """In a Jupyter notebook, a call without ``progress=`` shows a bar of the rows read under the
+    cell (:class:`rcdiag.report.progress.NotebookProgress`), and one line when done; anywhere else
+    nothing is shown unless ``progress`` is given."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("progress") is not None:
+            return function(*args, **kwargs)
+        from rcdiag.report.progress import NotebookProgress, in_notebook
+
+        if not in_notebook():
+            return function(*args, **kwargs)
+        bar = NotebookProgress()
+        try:
+            return function(*args, **{**kwargs, "progress": bar})
+        finally:
+            bar.finish()
+
+    return wrapper  # type: ignore[return-value]
+
+
 __all__ = [
     "PathLike",
     "Paths",
@@ -94,6 +120,7 @@ __all__ = [
 
 
 @speaks_python
+@_notebook_progress
 def analyze(
     paths: Paths,
     *,
@@ -138,6 +165,7 @@ def analyze(
 
 @speaks_python
 @renamed(framework="frameworks")
+@_notebook_progress
 def compare_presets(
     paths: Paths,
     *,
@@ -192,6 +220,7 @@ def compare_presets(
 
 
 @speaks_python
+@_notebook_progress
 def report(
     paths: Paths | None = None,
     *,
@@ -262,6 +291,7 @@ def _translated(document: ReportDocument, framework: str | None) -> ReportDocume
 
 @speaks_python
 @renamed(framework="translate")
+@_notebook_progress
 def recommend(
     paths: Paths | None = None,
     *,
@@ -312,6 +342,7 @@ def recommend(
 
 
 @speaks_python
+@_notebook_progress
 def check(
     paths: Paths,
     *,
@@ -391,6 +422,7 @@ def check(
 
 
 @speaks_python
+@_notebook_progress
 def baseline(
     paths: Paths,
     *,
@@ -442,6 +474,7 @@ def baseline(
 
 
 @speaks_python
+@_notebook_progress
 def convert(
     paths: Paths,
     output: PathLike,

@@ -33,6 +33,7 @@ from rcdiag.commands._common import (
     parse_dialect,
     reads_dump,
 )
+from rcdiag.commands._terminal import progress_bar
 from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.errors import InputError, UsageError
 from rcdiag.formatting import fmt
@@ -230,10 +231,13 @@ def follow(
 def analysed(
     paths: list[str], arguments: dict[str, Any], written: dict[str, Path]
 ) -> AnalysisResult:
-    """The analysis of the dump as it is now (with the report page, when asked for)."""
+    """The analysis of the dump as it is now (with the report page, when asked for), with a bar
+    of the files read or taken from the cache on a terminal's stderr."""
     if "--html" not in written:
-        return api.analyze(paths, **arguments)
-    document = api.report(paths, **arguments)
+        with progress_bar(False) as advance:
+            return api.analyze(paths, **arguments, progress=advance)
+    with progress_bar(False) as advance:
+        document = api.report(paths, **arguments, progress=advance)
     api.write_report(document, written["--html"])
     result = document.analysis
     assert result is not None, "a report document computed from a dump holds the analysis"
