@@ -50,6 +50,8 @@ VOCABULARY: dict[str, str] = {
     "seed": "seed of the bootstrap",
     "replicates": "bootstrap replicates",
     "progress": "the callback told of rows read",
+    "run_id": "an existing MLflow run",
+    "run": "a W&B run",
     # a trainer's tensors
     "rollout_log_probs": "log π_rollout, [B, T]",
     "old_log_probs": "log π_train, [B, T]",
@@ -92,6 +94,10 @@ def public_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
         if inspect.isfunction(value):
             yield name, value
     yield "write_dump", rcdiag.write_dump
+    from rcdiag import trackers
+
+    for name in ("to_tensorboard", "to_mlflow", "to_wandb", "step_scalars"):
+        yield name, getattr(trackers, name)
     torch_api = pytest.importorskip("rcdiag.torch")
     yield "offpolicy_metrics", torch_api.offpolicy_metrics
     yield "preset_metrics", torch_api.preset_metrics
