@@ -128,7 +128,7 @@ def merge_tree(keys: list[str | None]) -> Node:
     """The order in which the files' consumers are merged: runs of about 16 files
     (:func:`chunked`), runs of about 16 of those runs, and so on up to one root. Every node's key
     is a SHA-256 of its members' keys, so the tree depends on the files alone: a file added or
-    changed anywhere changes one node per level, and a warm pass loads about 16 entries per level
+    changed anywhere changes about one node per level, and a warm pass loads about 16 entries per level
     (three levels for 1,000 files) instead of every file's. With remote files (no identity) the
     files are merged one by one at the root, and nothing merged is cached."""
     files = [Node(key, index) for index, key in enumerate(keys)]
