@@ -165,3 +165,26 @@ def test_the_merge_tree_depends_on_the_files_alone_and_changes_one_node_per_leve
     loads = sum(len(n.members) for n in changed)  # what a warm pass loads or computes
     assert loads < 100
     assert cached_pass.merge_tree(list(keys)) == tree  # the same files, the same tree
+
+
+def test_one_new_file_among_many_loads_a_few_entries(tmp_path: Path) -> None:
+    """With 160 files, a warm pass after adding one loads the merged runs around the new file,
+    not every file's entry, and equals a cold cached pass exactly."""
+    rng = np.random.default_rng(11)
+    root = tmp_path / "many"
+
+    def shard(step: int) -> None:
+        rollout = -rng.exponential(0.7, (2, 6))
+        rcdiag.write_dump(
+            root / f"step={step}" / "part-0.parquet", rollout, rollout + 0.01, step=step
+        )
+
+    for step in range(160):
+        shard(step)
+    cache = tmp_path / "cache"
+    rcdiag.analyze(root, cache=cache)
+    shard(160)
+    warm = rcdiag.analyze(root, cache=cache).to_json()
+    assert (cached_pass.LAST.hits, cached_pass.LAST.misses) == (160, 1)
+    assert cached_pass.LAST.loaded < 120  # merged runs reused (each file's entry: 160 loads)
+    assert json.dumps(warm) == json.dumps(rcdiag.analyze(root, cache=tmp_path / "fresh").to_json())

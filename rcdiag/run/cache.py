@@ -41,10 +41,12 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 @dataclass
 class CacheStats:
-    """What the last cached pass did: files taken from the cache and files read."""
+    """What the last cached pass did: files taken from the cache, files read, and cache entries
+    loaded (a merged entry stands for many files)."""
 
     hits: int = 0
     misses: int = 0
+    loaded: int = 0
 
 
 LAST = CacheStats()
@@ -128,9 +130,10 @@ def merge_tree(keys: list[str | None]) -> Node:
     """The order in which the files' consumers are merged: runs of about 16 files
     (:func:`chunked`), runs of about 16 of those runs, and so on up to one root. Every node's key
     is a SHA-256 of its members' keys, so the tree depends on the files alone: a file added or
-    changed anywhere changes about one node per level, and a warm pass loads about 16 entries per level
-    (three levels for 1,000 files) instead of every file's. With remote files (no identity) the
-    files are merged one by one at the root, and nothing merged is cached."""
+    changed anywhere changes about one node per level, and a warm pass loads the other members of
+    the changed nodes (a few dozen entries for 1,000 files: three levels) instead of every
+    file's. With remote files (no identity) the files are merged one by one at the root, and
+    nothing merged is cached."""
     files = [Node(key, index) for index, key in enumerate(keys)]
     if not files or any(key is None for key in keys):
         return Node(None, members=tuple(files))
@@ -153,8 +156,8 @@ def run_cached(
 ) -> Pass:
     """The pass of :func:`rcdiag.run.engine.run`, each file's consumers taken from ``cache`` when
     there and put there when computed (module docstring). The files are merged as
-    :func:`merge_tree` says, each merged node cached too, so a warm pass over 1,000 files with one
-    new file loads and merges about 35 entries.
+    :func:`merge_tree` says, each merged node but the root cached too, so a warm pass over 1,000
+    files with one new file loads a few dozen entries.
 
     Raises:
         InputError: an unreadable file (the reader's error, as without a cache).
@@ -185,6 +188,7 @@ def run_cached(
         part = None if entry is None else _load(entry)
         if part is not None:
             stats.hits += files_in(node)
+            stats.loaded += 1
         else:
             if node.members:
                 part = _combined(request, [part_of(m) for m in node.members])
@@ -201,7 +205,7 @@ def run_cached(
 
     root = merge_tree(keys)  # the root itself is not cached: a grown dump changes it each time
     whole = _combined(request, [part_of(m) for m in root.members])
-    LAST.hits, LAST.misses = stats.hits, stats.misses
+    LAST.hits, LAST.misses, LAST.loaded = stats.hits, stats.misses, stats.loaded
     reader.rows_read += whole.rows_read
     reader.dropped_nonfinite += whole.dropped_nonfinite
     reader.positive_log_probs += whole.positive_log_probs
