@@ -73,7 +73,9 @@ def test_the_api_is_silent_outside_a_notebook(
 ) -> None:
     seen: list[tuple[int, int]] = []
     rcdiag.analyze(dump, progress=lambda read, total: seen.append((read, total)))
-    assert seen and seen[-1][0] == seen[-1][1] == 48  # per batch, up to every row
+    assert seen[0] == (0, 48)  # the total at once, before the first batch
+    assert seen[-1] == (48, 48)  # then per batch, up to every row
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
     rcdiag.analyze(dump)
     out = capsys.readouterr()
     assert out.out == out.err == ""
