@@ -54,3 +54,44 @@ def test_merged_sketches_equal_one_sketch_of_all_values() -> None:
     qs = [0.001, 0.5, 0.999]
     for a, b in zip(whole.quantiles(qs), merged.quantiles(qs), strict=True):
         assert np.array_equal(a, b)
+
+
+def sorted_part(groups: list[int], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    group = np.repeat(np.asarray(groups, dtype=np.int64), 30)
+    bucket = rng.integers(-500, 500, size=group.size, dtype=np.int64)
+    return _tally(group, bucket, rng.integers(1, 5, size=group.size, dtype=np.int64))
+
+
+def test_parts_without_a_shared_group_are_interleaved_exactly() -> None:
+    from rcdiag.metrics.sketch import _interleaved
+
+    rng = np.random.default_rng(8)
+    steps = rng.permutation(60).tolist()
+    parts = [sorted_part(sorted(steps[i : i + 7]), rng) for i in range(0, 60, 7)]
+    empty = np.empty(0, dtype=np.int64)
+    parts = [(empty, empty, empty), *parts]
+    merged = _interleaved(parts)
+    assert merged is not None
+    whole = _tally(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+    for a, b in zip(merged, whole, strict=True):
+        assert np.array_equal(a, b)
+    shared = [*parts, sorted_part([steps[0]], rng)]  # a group in two parts: summed by a sort
+    assert _interleaved(shared) is None
+    group, bucket, count = parts[1]
+    unsorted = (group[::-1].copy(), bucket[::-1].copy(), count[::-1].copy())
+    assert _interleaved([unsorted]) is None
+
+
+def test_sketches_of_separate_steps_merge_as_one() -> None:
+    rng = np.random.default_rng(9)
+    whole, merged = QuantileSketch(), QuantileSketch()
+    for step in rng.permutation(30).tolist():
+        values = rng.standard_t(4, 2000)
+        whole.add(None, values, [step])
+        part = QuantileSketch()
+        part.add(None, values, [step])
+        merged.merge(part)
+    qs = [0.001, 0.25, 0.5, 0.999]
+    for a, b in zip(whole.quantiles(qs), merged.quantiles(qs), strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(whole.pooled_quantiles(qs), merged.pooled_quantiles(qs))
