@@ -58,13 +58,16 @@ def main() -> None:
         fill, _ = timed(lambda: rcdiag.analyze(run, cache=work / "cache"))
         shutil.move(work / "all" / f"step={args.steps}", run / f"step={args.steps}")
         warm, result = timed(lambda: rcdiag.analyze(run, cache=work / "cache"))
-        read = cached_pass.LAST.misses
+        read, loaded = cached_pass.LAST.misses, cached_pass.LAST.loaded
         grown_cold, reference = timed(lambda: rcdiag.analyze(run))
         fresh = rcdiag.analyze(run, cache=work / "fresh")
         print(f"dump: {args.steps:,} steps + 1, {args.rows} responses per step")
         print(f"cold analyze, no cache:          {cold:7.2f} s")
         print(f"first analyze, filling a cache:  {fill:7.2f} s")
-        print(f"one step added, with the cache:  {warm:7.2f} s ({read} file read)")
+        print(
+            f"one step added, with the cache:  {warm:7.2f} s ({read} file read, "
+            f"{loaded} cache entries loaded)"
+        )
         print(f"one step added, no cache:        {grown_cold:7.2f} s")
         print(f"warm / cold ratio:               {warm / grown_cold:7.3f}")
         equal = close(result.to_json(), reference.to_json())

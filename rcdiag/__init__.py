@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rcdiag.argument_names import renamed as _renamed
 from rcdiag.version import SCHEMA_VERSION, __version__
 
 _API = ("analyze", "baseline", "check", "compare_presets", "recommend", "report", "write_report")
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         report,
         write_report,
     )
+    from rcdiag.io.tensors import Padded
 
 
 class _Package(types.ModuleType):
@@ -80,11 +82,12 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
+@_renamed(path="output")
 def write_dump(
-    path: str | Path,
-    rollout_log_probs: Any,
-    old_log_probs: Any,
-    response_mask: Any = None,
+    output: str | Path,
+    rollout_log_probs: Padded,
+    old_log_probs: Padded,
+    response_mask: Padded | None = None,
     step: int | Any = 0,
     *,
     trim_padding: bool = True,
@@ -94,7 +97,7 @@ def write_dump(
     """Write one batch of padded [B, T] log-probs as an rcdiag dump (one row per response).
 
     Args:
-        path: the parquet file to write (atomically; parent directories are created). To build a
+        output: the parquet file to write (atomically; parent directories are created). To build a
             dump over training, write one file per step, e.g. ``dumps/step=12/part-0.parquet``.
         rollout_log_probs: log π_rollout, [B, T] torch tensor or numpy array (float32 or float64;
             the dtype is kept).
@@ -111,7 +114,7 @@ def write_dump(
     from rcdiag.io.writer import write_dump as _write_dump
 
     return _write_dump(
-        path,
+        output,
         rollout_log_probs,
         old_log_probs,
         response_mask,

@@ -31,11 +31,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rcdiag.argument_checks import (
     check_arguments,
@@ -44,6 +45,7 @@ from rcdiag.argument_checks import (
     names,
     path_list,
 )
+from rcdiag.argument_names import renamed
 from rcdiag.dialects import DEFAULT_DIALECT
 from rcdiag.errors import UsageError
 from rcdiag.metrics.analysis import AnalyzeOptions
@@ -76,6 +78,31 @@ if TYPE_CHECKING:
     from rcdiag.run.convert import Converted
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _notebook_progress(function: F) -> F:
+    """In a Jupyter notebook, a call without ``progress=`` shows a bar of the rows read under the
+    cell (:class:`rcdiag.report.progress.NotebookProgress`), and one line when done; anywhere else
+    nothing is shown unless ``progress`` is given."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("progress") is not None:
+            return function(*args, **kwargs)
+        from rcdiag.report.progress import NotebookProgress, in_notebook
+
+        if not in_notebook():
+            return function(*args, **kwargs)
+        bar = NotebookProgress()
+        try:
+            return function(*args, **{**kwargs, "progress": bar})
+        finally:
+            bar.finish()
+
+    return wrapper  # type: ignore[return-value]
+
+
 __all__ = [
     "PathLike",
     "Paths",
@@ -93,6 +120,7 @@ __all__ = [
 
 
 @speaks_python
+@_notebook_progress
 def analyze(
     paths: Paths,
     *,
@@ -136,6 +164,8 @@ def analyze(
 
 
 @speaks_python
+@renamed(framework="frameworks")
+@_notebook_progress
 def compare_presets(
     paths: Paths,
     *,
@@ -144,7 +174,7 @@ def compare_presets(
     sweep: str | None = None,
     grid: Sequence[str | float] | None = None,
     dialect: str | None = None,
-    framework: str | Sequence[str] | None = None,
+    frameworks: str | Sequence[str] | None = None,
     progress: Progress | None = None,
     **dump: Unpack[DumpArguments],
 ) -> ComparisonResult:
@@ -162,8 +192,8 @@ def compare_presets(
         grid: the thresholds of the ``sweep`` (default: per target).
         dialect: ``latest`` or ``legacy``; default: the one the configurations' keys imply, else
             ``latest``.
-        framework: also dry-run these frameworks' own correction modes with their defaults
-            (``"trl,slime"``; ``--framework``; docs/frameworks.md).
+        frameworks: also dry-run these frameworks' own correction modes with their defaults
+            (``"trl,slime"``, a list, or ``"all"``; ``--frameworks``; docs/frameworks.md).
         progress: called as ``progress(rows_read, total_rows)`` after each batch.
         **dump: where the dump is and how to read it: ``step``, ``steps``, ``rollout_col``,
             ``training_col``, ``mask_col``, ``step_col``, ``drop_nonfinite``,
@@ -183,13 +213,14 @@ def compare_presets(
     from rcdiag.run.plans import comparison_plan
     from rcdiag.run.results import compare_and_recommend
 
-    named, chosen, planned = comparison_plan(presets, configs, sweep, grid, dialect, framework)
+    named, chosen, planned = comparison_plan(presets, configs, sweep, grid, dialect, frameworks)
     return compare_and_recommend(
         spec_of(paths, dump, "compare_presets"), named, chosen, planned, progress
     )
 
 
 @speaks_python
+@_notebook_progress
 def report(
     paths: Paths | None = None,
     *,
@@ -259,11 +290,13 @@ def _translated(document: ReportDocument, framework: str | None) -> ReportDocume
 
 
 @speaks_python
+@renamed(framework="translate")
+@_notebook_progress
 def recommend(
     paths: Paths | None = None,
     *,
     from_json: PathLike | None = None,
-    framework: str | None = None,
+    translate: str | None = None,
     dialect: str | None = None,
     veto_threshold: float | None = None,
     top: int = DEFAULT_TOP_K,
@@ -276,8 +309,9 @@ def recommend(
     Args:
         paths: the dump (as :func:`analyze`); None with ``from_json``.
         from_json: read a results JSON instead of a dump (as :func:`report`).
-        framework: also give the recommended configuration in this framework's own keys
-            (``"trl"``, ``"slime"``, ``"openrlhf"``: the recommendation's ``framework``).
+        translate: also give the recommended configuration in this framework's own keys
+            (``"trl"``, ``"slime"``, ``"openrlhf"``: the recommendation's ``framework``;
+            ``recommend --framework``).
         dialect: ``latest`` (default) or ``legacy``.
         veto_threshold: τ of the catastrophic-token metrics (as :func:`analyze`).
         top: offending sequences listed per ranking (as :func:`report`).
@@ -299,7 +333,7 @@ def recommend(
         dialect=dialect,
         veto_threshold=veto_threshold,
         top=top,
-        translate=framework,
+        translate=translate,
         progress=progress,
         **dump,
     )
@@ -308,6 +342,7 @@ def recommend(
 
 
 @speaks_python
+@_notebook_progress
 def check(
     paths: Paths,
     *,
@@ -387,6 +422,7 @@ def check(
 
 
 @speaks_python
+@_notebook_progress
 def baseline(
     paths: Paths,
     *,
@@ -438,6 +474,7 @@ def baseline(
 
 
 @speaks_python
+@_notebook_progress
 def convert(
     paths: Paths,
     output: PathLike,
@@ -481,12 +518,13 @@ def convert(
 
 
 @speaks_python
+@renamed(path="output")
 def write_report(
     result: ReportDocument | AnalysisResult | ComparisonResult,
-    path: PathLike,
+    output: PathLike,
     plotlyjs: str = "embed",
 ) -> int:
-    """Write the self-contained HTML report of a result to ``path`` (atomically; it opens offline
+    """Write the self-contained HTML report of a result to ``output`` (atomically; it opens offline
     in any browser). A result of :func:`analyze` or :func:`compare_presets` gives the page of
     what it holds (as ``rcdiag report --from``); :func:`report` gives the whole page.
 
@@ -494,11 +532,11 @@ def write_report(
         The size of the page in bytes.
 
     Raises:
-        UsageError: ``path`` is a file of the dump or a directory, or lies in a directory that
+        UsageError: ``output`` is a file of the dump or a directory, or lies in a directory that
             cannot be written.
-        OSError: writing failed (the disk is full, say); any file at ``path`` is left as it was.
+        OSError: writing failed (the disk is full, say); any file at ``output`` is left as it was.
     """
-    check_report_output(result, path, plotlyjs)
+    check_report_output(result, output, plotlyjs)
     from rcdiag.io.paths import check_outputs
     from rcdiag.io.remote import is_remote
     from rcdiag.report.render import write_html
@@ -511,5 +549,5 @@ def write_report(
     else:
         document = document_of(result.to_json(), "the comparison")
     inputs = [Path(p) for p in document.source.paths if not is_remote(p)]
-    target = check_outputs({"path": os.fspath(path)}, {"a file of the dump": inputs})["path"]
+    target = check_outputs({"output": os.fspath(output)}, {"a file of the dump": inputs})["output"]
     return write_html(target, page_json(document), plotlyjs)

@@ -303,7 +303,7 @@ API_ARGUMENTS: dict[str, Checker] = {
     "engine": _engine,
     "ray_address": text,
     "frameworks": frameworks_argument,
-    "framework": frameworks_argument,
+    "translate": text,
     "progress": callable_or_none,
     "presets": _rules,
     "configs": configs_argument,
@@ -342,7 +342,7 @@ def check_report_output(result: Any, target: Any, plotlyjs: Any) -> None:
     """The arguments of :func:`rcdiag.write_report`.
 
     Raises:
-        TypeError: ``result`` is no result of :mod:`rcdiag.api`, ``path`` no path, ``plotlyjs`` no
+        TypeError: ``result`` is no result of :mod:`rcdiag.api`, ``output`` no path, ``plotlyjs`` no
             string.
     """
     from rcdiag.model import AnalysisResult, ComparisonResult, ReportDocument
@@ -354,8 +354,8 @@ def check_report_output(result: Any, target: Any, plotlyjs: Any) -> None:
             "the result of rcdiag.report, rcdiag.analyze or rcdiag.compare_presets",
         )
     if target is None:
-        raise _wrong_type("path", target, "a path (str or os.PathLike)")
-    path("path", target)
+        raise _wrong_type("output", target, "a path (str or os.PathLike)")
+    path("output", target)
     if not isinstance(plotlyjs, str):
         raise _wrong_type("plotlyjs", plotlyjs, 'a string ("embed", a path or an http(s) URL)')
 

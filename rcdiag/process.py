@@ -156,6 +156,23 @@ class QuietPipe:
         return getattr(self._stream, name)
 
 
+def reader_gone(stream: Any) -> bool:
+    """True once ``stream``'s reader has gone: a :class:`QuietPipe` that met EPIPE, or a pipe whose
+    reading end is closed (``poll`` reports an error on the writing end; nothing is written to
+    find out). A terminal, a file or an open pipe: False. For a command that would otherwise go
+    on writing into nothing (``rcdiag watch … | head``)."""
+    if getattr(stream, "broken", False):
+        return True
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(stream.fileno(), 0)  # errors and hang-ups are reported whatever the mask
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no descriptor, no poll (Windows)
+        return False
+
+
 class StartUpMemory(MemoryError):
     """The address-space limit leaves too little room for rcdiag's libraries to load."""
 

@@ -24,7 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -304,7 +304,9 @@ def _check_target(path: Path, overwrite: bool) -> None:
             )
 
 
-def _write_shards(directory: Path, config: SynthConfig) -> tuple[int, int]:
+def _write_shards(
+    directory: Path, config: SynthConfig, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, int]:
     rows = valid = 0
     for batch in generate(config):
         write_dump(
@@ -317,6 +319,8 @@ def _write_shards(directory: Path, config: SynthConfig) -> tuple[int, int]:
         )
         rows += batch.response_mask.shape[0]
         valid += int(batch.response_mask.sum())
+        if progress is not None:
+            progress(batch.step + 1, config.steps)
     return rows, valid
 
 
@@ -353,6 +357,7 @@ def write_synthetic_dump(
     *,
     shards: bool = False,
     overwrite: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SynthSummary:
     """Generate ``config`` and write it as an rcdiag dump (via :func:`rcdiag.io.write_dump`).
 
@@ -363,6 +368,7 @@ def write_synthetic_dump(
         shards: one file per step under ``path`` instead of one file.
         overwrite: replace an existing ``path`` (a directory only if it holds nothing but parquet
             files).
+        progress: called as ``progress(steps_written, steps)`` after each step.
 
     Returns:
         What was written. Columns: ``rollout_log_probs``, ``old_log_probs``, ``response_mask``,
@@ -376,7 +382,7 @@ def write_synthetic_dump(
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
-        rows, valid = _write_shards(work, config)
+        rows, valid = _write_shards(work, config, progress)
         if not shards:
             if target.is_dir():
                 shutil.rmtree(target)

@@ -205,6 +205,7 @@ def test_signatures_and_help_mirror_the_commands() -> None:
     api_only |= {"translate"}  # report's: recommend --framework
     cli_only = {"json_path", "html", "csv", "parquet", "quiet", "debug", "sort", "preset"}
     cli_only |= {"plotlyjs"}  # the API's write_report takes it
+    cli_only |= {"framework"}  # recommend --framework is translate= (docs/python-api.md)
     cli_only |= {"tensorboard", "mlflow", "wandb"}  # rcdiag.trackers
     cli_only |= {"config", "rule", "baseline_path", "junit", "markdown_path", "output"}
     group = typer.main.get_command(app)
@@ -227,7 +228,13 @@ def test_signatures_and_help_mirror_the_commands() -> None:
     with pytest.raises(TypeError, match=r"analyze\(\) got an unexpected keyword argument 'stpes'"):
         rcdiag.analyze(DRIFT, stpes="1:2")  # type: ignore[call-arg]
     write_dump = list(inspect.signature(rcdiag.write_dump).parameters)
-    assert write_dump[:5] == ["path", "rollout_log_probs", "old_log_probs", "response_mask", "step"]
+    assert write_dump[:5] == [
+        "output",
+        "rollout_log_probs",
+        "old_log_probs",
+        "response_mask",
+        "step",
+    ]
     assert "compression" in write_dump and "kwargs" not in write_dump
 
 

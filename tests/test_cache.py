@@ -110,7 +110,7 @@ def test_an_unreadable_entry_is_computed_again(grown: Path, tmp_path: Path) -> N
     cache = tmp_path / "cache"
     first = rcdiag.analyze(grown, cache=cache).to_json()
     entries = sorted(cache.iterdir())
-    assert len(entries) > STEPS  # one per file, one per run of files
+    assert len(entries) >= STEPS  # one per file, one per merged run below the root
     for entry in entries:
         entry.write_bytes(b"not a pickle")
     assert rcdiag.analyze(grown, cache=cache).to_json() == first
@@ -132,3 +132,59 @@ def test_the_command_line_flag(grown: Path, tmp_path: Path) -> None:
     assert refused.stderr == "Error: --cache: the cache serves the local engine only\n"
     assert not any(p.suffix == ".rcdiag-pass" for p in grown.rglob("*"))  # the dump is untouched
     assert sorted(os.listdir(grown)) == sorted(f"step={s}" for s in range(STEPS))
+
+
+def test_the_merge_tree_depends_on_the_files_alone_and_changes_one_node_per_level() -> None:
+    """A warm pass with one new file among 1,000 loads a few dozen entries, not 1,000: the file's
+    run, that run's run, and so on up to the root; every other node keeps its key."""
+    import hashlib
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(1000)]
+    tree = cached_pass.merge_tree(list(keys))
+    grown = cached_pass.merge_tree([*keys[:500], "f" * 63 + "1", *keys[500:]])
+
+    def nodes(node: cached_pass.Node) -> dict[str | None, cached_pass.Node]:
+        if not node.members:
+            return {}
+        found = {node.key: node}
+        for member in node.members:
+            found.update(nodes(member))
+        return found
+
+    def files(node: cached_pass.Node) -> list[int]:
+        return [node.index] if not node.members else [i for m in node.members for i in files(m)]
+
+    assert files(tree) == list(range(1000))  # every file once, in order
+    assert files(grown) == list(range(1001))
+    before, after = nodes(tree), nodes(grown)
+    changed = [after[key] for key in after.keys() - before.keys()]
+    depth, node = 0, grown
+    while node.members:
+        depth, node = depth + 1, node.members[0]
+    assert 2 <= depth <= 4 and len(changed) <= 2 * depth  # about one merged node per level
+    loads = sum(len(n.members) for n in changed)  # what a warm pass loads or computes
+    assert loads < 100
+    assert cached_pass.merge_tree(list(keys)) == tree  # the same files, the same tree
+
+
+def test_one_new_file_among_many_loads_a_few_entries(tmp_path: Path) -> None:
+    """With 160 files, a warm pass after adding one loads the merged runs around the new file,
+    not every file's entry, and equals a cold cached pass exactly."""
+    rng = np.random.default_rng(11)
+    root = tmp_path / "many"
+
+    def shard(step: int) -> None:
+        rollout = -rng.exponential(0.7, (2, 6))
+        rcdiag.write_dump(
+            root / f"step={step}" / "part-0.parquet", rollout, rollout + 0.01, step=step
+        )
+
+    for step in range(160):
+        shard(step)
+    cache = tmp_path / "cache"
+    rcdiag.analyze(root, cache=cache)
+    shard(160)
+    warm = rcdiag.analyze(root, cache=cache).to_json()
+    assert (cached_pass.LAST.hits, cached_pass.LAST.misses) == (160, 1)
+    assert cached_pass.LAST.loaded < 120  # merged runs reused (each file's entry: 160 loads)
+    assert json.dumps(warm) == json.dumps(rcdiag.analyze(root, cache=tmp_path / "fresh").to_json())

@@ -352,7 +352,7 @@ API_CASES = [
     ApiCase("baseline-infinity", lambda b: rcdiag.check(b["dump"], baseline=b["baseline"]), UsageError, NONFINITE,
             build=baseline_with("Infinity")),
     ApiCase("report-result-type", lambda b: rcdiag.write_report(5, b["dump"].parent / "r.html"), TypeError, r"^result must be the result"),
-    ApiCase("report-path-type", lambda b: rcdiag.write_report(rcdiag.analyze(b["dump"]), 5), TypeError, r"^path must be a path"),
+    ApiCase("report-path-type", lambda b: rcdiag.write_report(rcdiag.analyze(b["dump"]), 5), TypeError, r"^output must be a path"),
     ApiCase("dump-compression", lambda b: rcdiag.write_dump(b["dump"].parent / "w.parquet", B, B, compression="bogus"),
             ValueError, r"^compression 'bogus': expected one of"),
     ApiCase("dump-replaces-log-probs", lambda b: rcdiag.write_dump(b["dump"].parent / "w.parquet", B, B, extra_columns={"old_log_probs": B[:, 0]}),

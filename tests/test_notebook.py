@@ -178,7 +178,12 @@ def test_dir_is_clean() -> None:
     [
         (lambda d: rcdiag.analyze(d, steps="a:b"), "steps 'a:b'", "--steps"),
         (lambda d: rcdiag.analyze(d, frameworks="nope"), "frameworks: unknown", "--frameworks"),
-        (lambda d: rcdiag.recommend(d, framework="nope"), "framework: unknown", "--framework"),
+        (lambda d: rcdiag.recommend(d, translate="nope"), "translate: unknown", "--framework"),
+        (
+            lambda d: rcdiag.compare_presets(d, frameworks="nope"),
+            "frameworks: unknown",
+            "--frameworks",
+        ),
         (lambda d: rcdiag.analyze(d, engine="nope"), "engine 'nope'", "--engine"),
     ],
 )

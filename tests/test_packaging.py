@@ -22,3 +22,10 @@ def test_every_package_is_listed_in_pyproject() -> None:
     }
     assert found - listed == set(), "add these packages to [tool.setuptools] packages"
     assert "rcdiag.templates" in listed
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """A PEP 561 marker ships in the wheel: a trainer's mypy checks its calls of rcdiag."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["rcdiag"]
+    assert (ROOT / "rcdiag" / "py.typed").is_file()

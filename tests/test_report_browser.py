@@ -118,7 +118,7 @@ def _report(sample: str, path: Path, plotlyjs: str | None = None) -> Path:
     return path
 
 
-LAYOUT_PROBE = """<script>
+LAYOUT_PROBE = r"""<script>
 window.addEventListener("load", function () { setTimeout(function () {
   var head = document.querySelector(".masthead"), verdict = document.getElementById("verdict");
   var tables = Array.prototype.map.call(document.querySelectorAll("table"), function (t) {
@@ -127,11 +127,36 @@ window.addEventListener("load", function () { setTimeout(function () {
   var code = Array.prototype.map.call(document.querySelectorAll("pre"), function (p) {
     return [p.id, p.scrollWidth, p.clientWidth];
   });
+  // command-line options and their arguments (`--from results.json`) broken across lines
+  var broken = [];
+  Array.prototype.forEach.call(document.querySelectorAll("code"), function (c) {
+    var nodes = [], walker = document.createTreeWalker(c, NodeFilter.SHOW_TEXT), n;
+    while ((n = walker.nextNode())) nodes.push(n);
+    var text = nodes.map(function (t) { return t.data; }).join("");
+    var pair = /(^|\s)(--?[a-z][\w-]* [^\s-][^\s]*)/g, m;
+    function at(offset) {
+      for (var i = 0; i < nodes.length; i++) {
+        if (offset <= nodes[i].data.length) return [nodes[i], offset];
+        offset -= nodes[i].data.length;
+      }
+      return [nodes[nodes.length - 1], nodes[nodes.length - 1].data.length];
+    }
+    while ((m = pair.exec(text))) {
+      var start = m.index + m[1].length, range = document.createRange();
+      var a = at(start), b = at(start + m[2].length);
+      range.setStart(a[0], a[1]); range.setEnd(b[0], b[1]);
+      var tops = {};
+      Array.prototype.forEach.call(range.getClientRects(), function (r) {
+        if (r.width > 0) tops[Math.round(r.top)] = true;
+      });
+      if (Object.keys(tops).length > 1) broken.push(m[2]);
+    }
+  });
   var probe = document.createElement("script");
   probe.type = "application/json"; probe.id = "layout-probe";
   probe.textContent = JSON.stringify({
     page: document.documentElement.scrollWidth, window: window.innerWidth, tables: tables,
-    code: code,
+    code: code, broken: broken,
     sticky: getComputedStyle(head).position, header: head.getBoundingClientRect().bottom,
     verdict: verdict.getBoundingClientRect().top
   });
@@ -237,5 +262,6 @@ def test_nothing_sits_off_screen_or_under_the_header(
     for name, content, box in layout["code"]:
         assert content <= box, f"code block {name} hides {content - box} px behind a scroll"
     assert layout["verdict"] >= layout["header"] + 10, "the header covers the verdict card"
+    assert layout["broken"] == [], "an option is broken from its argument across lines"
     if width < 1000:
         assert layout["sticky"] == "static"

@@ -31,6 +31,7 @@ runner = CliRunner()
 
 COMMANDS: dict[str, list[str]] = {
     "analyze drift": ["analyze", str(DRIFT)],
+    "analyze legacy": ["analyze", str(DRIFT), "--dialect", "legacy"],
     "analyze dump bug": ["analyze", str(TOPP)],
     "compare-presets drift": ["compare-presets", str(DRIFT)],
     "compare-presets sweep": ["compare-presets", str(FP8), "--sweep", "seq_mean_k1"],
@@ -113,6 +114,34 @@ def test_narrow_tables_are_split_and_repeat_their_key(inside: Path) -> None:
     assert "Configurations (overall, part 1 of 2)" in out
     for name in ("decoupled_geo_rs_token_tis", "bypass_pg_geo_rs_seq_tis"):
         assert name in out.split("part 2 of 2")[1]  # names are never cut
+
+
+@pytest.mark.parametrize("dialect", ["latest", "legacy"])
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_every_band_is_read_whole_on_one_line(inside: Path, dialect: str, columns: str) -> None:
+    """Each band (``watch if |kl| > 0.001``) of each judged metric stands whole on one line,
+    beside its metric's name: never broken a word (or a letter) per line beside a long metric
+    name such as the legacy dialect's ``rollout_corr/rollout_is_catastrophic_token_fraction``."""
+    from rcdiag.commands._terminal import band_words
+
+    code, out, _ = run(["analyze", str(DRIFT), "--dialect", dialect], columns)
+    assert code == 0
+    overall = out.split("Per step")[0]
+    lines = overall.splitlines()
+    named = {line.split()[0]: i for i, line in enumerate(lines) if line.startswith("r")}
+    statuses = ("healthy", "watch", "act")
+    judged = [
+        line.split()[0]
+        for line in lines
+        if line[:1] == "r" and line.split()[2:3] in [[s] for s in statuses]
+    ]
+    assert len(judged) >= 8
+    for name in judged:
+        bands = band_words(name).split(", ")
+        at = max(i for n, i in named.items() if n == name)  # the last table naming it: the bands'
+        block = lines[at : at + len(bands)]
+        for band in bands:
+            assert any(band in line for line in block), (name, band, block)
 
 
 def test_analyze_says_what_each_band_limits(inside: Path) -> None:

@@ -109,9 +109,7 @@ def fitted_tables(
     tables = []
     for n, part in enumerate(parts or [[]], start=1):
         chosen, cells = _part(key, columns, rows, part)
-        table = new_table(
-            _part_title(title, n, len(parts)), chosen, _widths(console, chosen, cells)
-        )
+        table = new_table(part_title(title, n, len(parts)), chosen, _widths(console, chosen, cells))
         for row in cells:
             table.add_row(*row)
         tables.append(table)
@@ -138,7 +136,7 @@ def _part(
     return [*key, *(columns[i] for i in chosen)], cells
 
 
-def _part_title(title: str | None, n: int, parts: int) -> str | None:
+def part_title(title: str | None, n: int, parts: int) -> str | None:
     """``Per step (part 1 of 2)``, ``Configurations (overall, part 1 of 2)``; the title itself
     when there is one part."""
     if title is None or parts <= 1:

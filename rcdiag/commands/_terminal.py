@@ -109,13 +109,15 @@ def show_diagnosis(diagnosis: Diagnosis) -> None:
 
 
 @contextlib.contextmanager
-def progress_bar(quiet: bool) -> Iterator[RowsRead]:
-    """A rows-read progress bar on a terminal's stderr (not with ``quiet``); yields its update."""
+def progress_bar(quiet: bool, what: str = "reading", unit: str = "rows") -> Iterator[RowsRead]:
+    """A progress bar on a terminal's stderr (``reading 1,024/4,096 rows``; not with ``quiet``,
+    nor in a pipe, a file or a test's captured output); yields its update, ``advance(done,
+    total)``, for the pass's ``progress`` hook."""
     with Progress(
-        TextColumn("reading"),
+        TextColumn(what),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("rows"),
+        TextColumn(unit),
         TimeRemainingColumn(),
         console=stderr,
         transient=True,

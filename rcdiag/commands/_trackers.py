@@ -76,3 +76,19 @@ class Trackers:
         if self.wandb:
             done.append(f"logged to W&B run {printable(to_wandb(result))}")
         return done
+
+    def streams(self) -> list[Any]:
+        """A stream per tracker asked for, each logging only what it has not logged yet
+        (``rcdiag watch``); call :meth:`check` first. Each has ``add(result)`` and ``close()``."""
+        from rcdiag.trackers.mlflow import MlflowStream
+        from rcdiag.trackers.tensorboard import TensorboardStream
+        from rcdiag.trackers.wandb import WandbStream
+
+        out: list[Any] = []
+        if self.tensorboard is not None:
+            out.append(TensorboardStream(self.tensorboard))
+        if self.mlflow is not None:
+            out.append(MlflowStream(self.mlflow))
+        if self.wandb:
+            out.append(WandbStream())
+        return out

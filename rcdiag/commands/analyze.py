@@ -42,6 +42,7 @@ from rcdiag.commands._layout import (
     header_line,
     needed_width,
     new_table,
+    part_title,
 )
 from rcdiag.commands._report_document import PlotlyOption, plotly_output
 from rcdiag.commands._terminal import (
@@ -177,13 +178,8 @@ def show(result: AnalysisResult) -> None:
         ]
         for name, value in result.overall.items()
     ]
-    # one band per line when "watch if …, act if …" does not fit beside the values
-    room = stdout.width - needed_width(stdout, columns[:3], [r[:3] for r in rows]) - COLUMN_GAP
-    table = new_table("Overall (whole dump as one batch)", columns)
-    for row in rows:
-        bands = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
-        table.add_row(*row[:3], Text(bands, style="dim"))
-    stdout.print(table)
+    for table in overall_tables(columns, rows):
+        stdout.print(table)
     for part in step_table(result.step_results):
         stdout.print(part)
     if result.frameworks:
@@ -191,6 +187,33 @@ def show(result: AnalysisResult) -> None:
     chi2 = [result.overall.get(name) for name in CHI2_METRICS]
     chi2 += [s.metrics.get(name) for s in result.step_results for name in CHI2_METRICS]
     chi2_note(chi2)
+
+
+def overall_tables(columns: list[Col], rows: list[list[Any]]) -> list[TitledTable]:
+    """The overall metrics with their status and bands: one table when the bands fit beside the
+    values (one band per line if need be), else two, the second holding the bands of the judged
+    metrics only (a long metric name, such as the legacy dialect's
+    ``rollout_corr/rollout_is_catastrophic_token_fraction``, leaves no room at 80 columns)."""
+    title = "Overall (whole dump as one batch)"
+    bands = [band for row in rows for band in row[3].split(", ") if band]
+    room = stdout.width - needed_width(stdout, columns[:3], [r[:3] for r in rows]) - COLUMN_GAP
+    if room >= max(map(len, bands), default=0):
+        table = new_table(title, columns)
+        for row in rows:
+            words = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
+            table.add_row(*row[:3], Text(words, style="dim"))
+        return [table]
+    values = new_table(part_title(title, 1, 2), columns[:3])
+    for row in rows:
+        values.add_row(*row[:3])
+    judged = [row for row in rows if row[3]]
+    key = [[row[0]] for row in judged]
+    room = stdout.width - needed_width(stdout, columns[:1], key) - COLUMN_GAP
+    limits = new_table(part_title(title, 2, 2), [columns[0], columns[3]])
+    for row in judged:
+        words = row[3] if len(row[3]) <= room else row[3].replace(", ", "\n")
+        limits.add_row(row[0], Text(words, style="dim"))
+    return [values, limits]
 
 
 def step_table(steps: Sequence[StepResult]) -> list[TitledTable]:

@@ -117,9 +117,10 @@ def compare_presets(
             help=f"Sort the table by a figure, best first: {', '.join(SUMMARY_FIGURES)}.",
         ),
     ] = None,
-    framework: Annotated[
+    frameworks: Annotated[
         str | None,
         typer.Option(
+            "--frameworks",
             "--framework",
             metavar="LIST",
             help="Also dry-run these frameworks' own correction modes with their defaults, beside "
@@ -161,10 +162,10 @@ def compare_presets(
         if grid is not None and sweep is None:
             raise UsageError("--grid needs --sweep")
         presets = chosen_presets(preset)
-        if presets == [] and not config and sweep is None and framework is None:
+        if presets == [] and not config and sweep is None and frameworks is None:
             raise UsageError(
                 f"--preset {NO_PRESET} leaves nothing to compare: add --config, --sweep or "
-                "--framework"
+                "--frameworks"
             )
         values = None if grid is None else [v.strip() for v in grid.split(",") if v.strip()]
         if values == []:
@@ -177,7 +178,7 @@ def compare_presets(
                 sweep=sweep,
                 grid=values,
                 dialect=parse_dialect(dialect),
-                framework=framework,
+                frameworks=frameworks,
                 **dump_options.arguments(),
                 progress=advance,
             )

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from rcdiag.commands._common import DebugOption, cli_errors, shown, stdout
+from rcdiag.commands._terminal import progress_bar
 from rcdiag.errors import UsageError
 from rcdiag.synth import SCENARIO_DESCRIPTIONS, config_for, write_synthetic_dump
 
@@ -136,7 +137,10 @@ def synth(
         if names_directory and not as_shards:
             raise UsageError(f"{out}: names a directory (it ends in /); give a file name")
         config = config_for(scenario, **overrides)
-        summary = write_synthetic_dump(Path(out), config, shards=as_shards, overwrite=force)
+        with progress_bar(False, "writing", "steps") as advance:
+            summary = write_synthetic_dump(
+                Path(out), config, shards=as_shards, overwrite=force, progress=advance
+            )
     layout = "step shards" if summary.shards else "file"
     stdout.print(
         f"wrote {summary.rows:,} rows · {summary.valid_tokens:,} valid tokens · "

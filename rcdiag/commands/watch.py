@@ -9,6 +9,7 @@ cannot be read yet is waited for: the error is printed once, and the next poll t
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -32,7 +33,8 @@ from rcdiag.commands._common import (
     parse_dialect,
     reads_dump,
 )
-from rcdiag.commands._trackers import TensorboardOption
+from rcdiag.commands._terminal import progress_bar
+from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.errors import InputError, UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.files import discover
@@ -46,6 +48,7 @@ from rcdiag.metrics.records import (
     worst_status,
 )
 from rcdiag.model import AnalysisResult, StepResult
+from rcdiag.process import reader_gone
 from rcdiag.status import STATUSES, rank
 
 LINE_METRICS = tuple(r.name for r in (K3_KL, ABS_LOG_RATIO_MEAN, CHI2_SEQ, ESS_SEQ))
@@ -150,6 +153,8 @@ def watch(
     veto_threshold: VetoOption = None,
     frameworks: FrameworksOption = None,
     tensorboard: TensorboardOption = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = False,
     debug: DebugOption = False,
     dump_options: DumpOptions = ALL_STEPS,
 ) -> None:
@@ -158,31 +163,28 @@ def watch(
         if fail_on is not None and fail_on not in STATUSES[1:]:
             raise UsageError(f"--fail-on {fail_on}: expected watch or act")
         written = outputs({"--html": html}, paths)
-        stream = None
-        if tensorboard is not None:
-            from rcdiag.trackers.tensorboard import TensorboardStream
-
-            stream = TensorboardStream(tensorboard)
+        trackers = Trackers(tensorboard, mlflow, wandb)
+        trackers.check()
         arguments: dict[str, Any] = {
             "dialect": parse_dialect(dialect),
             "veto_threshold": veto_threshold,
             **dump_options.arguments(),
             "frameworks": frameworks,
         }
-        with cache_dir(arguments.pop("cache")) as cache:
-            try:
-                code = follow(
-                    paths,
-                    {**arguments, "cache": cache},
-                    written,
-                    stream,
-                    interval,
-                    fail_on,
-                    exit_when_idle,
-                )
-            finally:
-                if stream is not None:
-                    stream.close()
+        with cache_dir(arguments.pop("cache")) as cache, contextlib.ExitStack() as opened:
+            streams = []
+            for stream in trackers.streams():
+                opened.callback(stream.close)
+                streams.append(stream)
+            code = follow(
+                paths,
+                {**arguments, "cache": cache},
+                written,
+                streams,
+                interval,
+                fail_on,
+                exit_when_idle,
+            )
     raise typer.Exit(code)
 
 
@@ -190,13 +192,14 @@ def follow(
     paths: list[str],
     arguments: dict[str, Any],
     written: dict[str, Path],
-    stream: Any,
+    streams: Sequence[Any],
     interval: float,
     fail_on: str | None,
     exit_when_idle: float | None,
 ) -> int:
-    """Poll until stopped, idle for ``exit_when_idle`` seconds, or the verdict reaches
-    ``fail_on``; returns the exit code."""
+    """Poll until stopped, idle for ``exit_when_idle`` seconds, the verdict reaches ``fail_on``,
+    or the reader of the output has gone (``rcdiag watch … | head``: exit 0, quietly); returns the
+    exit code."""
     follower, seen, waiting = Follower(), None, None
     changed_at = time.monotonic()
     while True:
@@ -212,7 +215,7 @@ def follow(
                 seen, waiting, changed_at = now, None, time.monotonic()
                 for line in follower.news(result):
                     say(line)
-                if stream is not None:
+                for stream in streams:  # each logs the steps it has not logged yet
                     stream.add(result)
                 verdict = result.diagnosis.verdict
                 if fail_on is not None and rank(verdict) >= rank(fail_on):  # type: ignore[arg-type]
@@ -220,16 +223,21 @@ def follow(
                     return EXIT_VERDICT
         if exit_when_idle is not None and time.monotonic() - changed_at >= exit_when_idle:
             return 0
+        if reader_gone(sys.stdout):
+            return 0
         time.sleep(interval)
 
 
 def analysed(
     paths: list[str], arguments: dict[str, Any], written: dict[str, Path]
 ) -> AnalysisResult:
-    """The analysis of the dump as it is now (with the report page, when asked for)."""
+    """The analysis of the dump as it is now (with the report page, when asked for), with a bar
+    of the files read or taken from the cache on a terminal's stderr."""
     if "--html" not in written:
-        return api.analyze(paths, **arguments)
-    document = api.report(paths, **arguments)
+        with progress_bar(False) as advance:
+            return api.analyze(paths, **arguments, progress=advance)
+    with progress_bar(False) as advance:
+        document = api.report(paths, **arguments, progress=advance)
     api.write_report(document, written["--html"])
     result = document.analysis
     assert result is not None, "a report document computed from a dump holds the analysis"

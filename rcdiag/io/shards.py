@@ -11,12 +11,15 @@ import queue
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from rcdiag.io.writer import padded_arrays, write_dump
+
+if TYPE_CHECKING:
+    from rcdiag.io.tensors import Padded
 
 _STOP = object()
 
@@ -104,9 +107,9 @@ class DumpWriter:
     def write(
         self,
         step: int,
-        rollout_log_probs: Any,
-        old_log_probs: Any,
-        response_mask: Any = None,
+        rollout_log_probs: Padded,
+        old_log_probs: Padded,
+        response_mask: Padded | None = None,
         uid: Any = None,
         policy_lag: Any = None,
     ) -> None:

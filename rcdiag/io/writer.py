@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +19,9 @@ import pyarrow.parquet as pq
 
 from rcdiag.metrics.ragged import trimmed_lengths
 from rcdiag.process import signals_deferred
+
+if TYPE_CHECKING:
+    from rcdiag.io.tensors import Padded
 
 ROW_GROUP_TOKENS = 1 << 20
 """Rows are grouped so that a row group holds about this many tokens, which keeps reads streamable."""
@@ -258,9 +261,9 @@ _CORE_ARGUMENT = {
 
 def write_dump(
     path: str | Path,
-    rollout_log_probs: Any,
-    old_log_probs: Any,
-    response_mask: Any = None,
+    rollout_log_probs: Padded,
+    old_log_probs: Padded,
+    response_mask: Padded | None = None,
     step: int | Any = 0,
     *,
     trim_padding: bool = True,

@@ -41,10 +41,12 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 @dataclass
 class CacheStats:
-    """What the last cached pass did: files taken from the cache and files read."""
+    """What the last cached pass did: files taken from the cache, files read, and cache entries
+    loaded (a merged entry stands for many files)."""
 
     hits: int = 0
     misses: int = 0
+    loaded: int = 0
 
 
 LAST = CacheStats()
@@ -98,9 +100,9 @@ def _combined(request: Request, parts: list[FilePass]) -> FilePass:
 
 
 def chunked(keys: list[str]) -> list[list[int]]:
-    """The files' positions cut into runs that end where a key's last hex digit is 0 (about 16
-    files each): the cuts depend on the files' own keys only, so a file added anywhere changes
-    one run, and every other run's merged entry is used again.
+    """The positions of ``keys`` cut into runs that end where a key's last hex digit is 0 (about
+    16 each): the cuts depend on the keys only, so a key added anywhere changes one run, and every
+    other run's merged entry is used again.
 
     Example:
         >>> chunked(["a1", "b0", "c3", "d4", "e0", "f5"])
@@ -114,13 +116,48 @@ def chunked(keys: list[str]) -> list[list[int]]:
     return [r for r in runs if r]
 
 
+@dataclass(frozen=True)
+class Node:
+    """A file (``members`` empty: ``index`` is its position) or a run of nodes merged in order;
+    ``key`` names its cache entry (None: not cached, a remote file or a run holding one)."""
+
+    key: str | None
+    index: int = -1
+    members: tuple[Node, ...] = ()
+
+
+def merge_tree(keys: list[str | None]) -> Node:
+    """The order in which the files' consumers are merged: runs of about 16 files
+    (:func:`chunked`), runs of about 16 of those runs, and so on up to one root. Every node's key
+    is a SHA-256 of its members' keys, so the tree depends on the files alone: a file added or
+    changed anywhere changes about one node per level, and a warm pass loads the other members of
+    the changed nodes (a few dozen entries for 1,000 files: three levels) instead of every
+    file's. With remote files (no identity) the files are merged one by one at the root, and
+    nothing merged is cached."""
+    files = [Node(key, index) for index, key in enumerate(keys)]
+    if not files or any(key is None for key in keys):
+        return Node(None, members=tuple(files))
+    level = files
+    while len(level) > 1:
+        runs = chunked([n.key or "" for n in level])
+        if len(runs) == len(level):  # no key cut the level short: merge it at once
+            runs = [list(range(len(level)))]
+        level = [_run([level[i] for i in run]) for run in runs]
+    return level[0] if level[0].members else _run(level)
+
+
+def _run(members: list[Node]) -> Node:
+    text = "|".join(["run", *(m.key or "" for m in members)])
+    return Node(hashlib.sha256(text.encode()).hexdigest(), members=tuple(members))
+
+
 def run_cached(
     dump: DumpSpec, request: Request, cache: Path, progress: Progress | None = None
 ) -> Pass:
     """The pass of :func:`rcdiag.run.engine.run`, each file's consumers taken from ``cache`` when
-    there and put there when computed (module docstring). The files are merged in runs of about
-    16 (:func:`chunked`), each run's merge cached too, so a warm pass over 1,000 files loads and
-    merges about 70 entries.
+    there and put there when computed (module docstring). The files are merged as
+    :func:`merge_tree` says, each merged node but the root cached too, so a warm pass over 1,000
+    files with one new file loads a few dozen entries.
 
     Raises:
         InputError: an unreadable file (the reader's error, as without a cache).
@@ -138,43 +175,37 @@ def run_cached(
         entry_key(fingerprint, f.path, at, positional)
         for f, at in zip(reader.files, offsets, strict=True)
     ]
-    stats = CacheStats()
+    stats, total = CacheStats(), offset
 
-    def file_part(index: int) -> FilePass:
-        key = keys[index]
-        entry = None if key is None else cache / f"{key}{ENTRY_SUFFIX}"
+    def files_in(node: Node) -> int:
+        return 1 if not node.members else sum(files_in(m) for m in node.members)
+
+    def last_file(node: Node) -> int:
+        return node.index if not node.members else last_file(node.members[-1])
+
+    def part_of(node: Node) -> FilePass:
+        entry = None if node.key is None else cache / f"{node.key}{ENTRY_SUFFIX}"
         part = None if entry is None else _load(entry)
-        if part is None:
-            path = str(reader.files[index].path)
-            part = file_pass(local, request, path, offsets[index])
-            stats.misses += 1
+        if part is not None:
+            stats.hits += files_in(node)
+            stats.loaded += 1
+        else:
+            if node.members:
+                part = _combined(request, [part_of(m) for m in node.members])
+            else:
+                path, at = str(reader.files[node.index].path), offsets[node.index]
+                part = file_pass(local, request, path, at)
+                stats.misses += 1
             if entry is not None:
                 _store(entry, part)
-        else:
-            stats.hits += 1
+        if progress is not None:
+            end = last_file(node)
+            progress(offsets[end] + reader.files[end].rows, total)
         return part
 
-    if any(k is None for k in keys):  # remote files: no identity, nothing to cache
-        runs = [[i] for i in range(len(keys))]
-    else:
-        runs = chunked([k for k in keys if k is not None])
-    parts, total = [], offset
-    for run in runs:
-        members = [keys[i] or "" for i in run]
-        merged_key = hashlib.sha256("|".join(["run", *members]).encode()).hexdigest()
-        entry = cache / f"{merged_key}{ENTRY_SUFFIX}"
-        part = _load(entry) if all(members) else None
-        if part is None:
-            part = _combined(request, [file_part(i) for i in run])
-            if all(members):
-                _store(entry, part)
-        else:
-            stats.hits += len(run)
-        parts.append(part)
-        if progress is not None:
-            progress(offsets[run[-1]] + reader.files[run[-1]].rows, total)
-    LAST.hits, LAST.misses = stats.hits, stats.misses
-    whole = _combined(request, parts)
+    root = merge_tree(keys)  # the root itself is not cached: a grown dump changes it each time
+    whole = _combined(request, [part_of(m) for m in root.members])
+    LAST.hits, LAST.misses, LAST.loaded = stats.hits, stats.misses, stats.loaded
     reader.rows_read += whole.rows_read
     reader.dropped_nonfinite += whole.dropped_nonfinite
     reader.positive_log_probs += whole.positive_log_probs

@@ -18,9 +18,13 @@ def stream(
     progress: Progress | None,
     row_details: bool = False,
 ) -> DumpReader:
-    """Read the dump once, handing every batch to ``consume``; returns the exhausted reader."""
+    """Read the dump once, handing every batch to ``consume``; returns the exhausted reader.
+    ``progress(rows_read, total_rows)`` is called once before the first batch (a bar shows the
+    total at once) and after each batch: per batch, never per row."""
     reader = dump.reader(row_details)
     total = reader.total_rows
+    if progress is not None:
+        progress(0, total)
     for batch in prefetch(reader.batches()):
         consume(batch)
         if progress is not None:

@@ -20,14 +20,14 @@ if TYPE_CHECKING:
 
 
 def frameworks_of(value: str | Sequence[str] | None, option: str) -> list[Framework]:
-    """The frameworks of a ``frameworks=`` / ``framework=`` argument (none when not given)."""
+    """The frameworks of a ``frameworks=`` argument (none when not given)."""
     from rcdiag.frameworks import parse_frameworks
 
     return [] if value is None else parse_frameworks(value, option)
 
 
 def framework_modes(value: str | Sequence[str] | None) -> list[NamedConfig]:
-    """The correction modes of the ``framework=`` frameworks, with their defaults.
+    """The correction modes of the ``frameworks=`` frameworks, with their defaults.
 
     Raises:
         UsageError: an unknown framework, or one whose modes rcdiag does not dry-run.
@@ -36,11 +36,11 @@ def framework_modes(value: str | Sequence[str] | None) -> list[NamedConfig]:
     from rcdiag.frameworks import FRAMEWORKS
 
     modes: list[NamedConfig] = []
-    for chosen in frameworks_of(value, "--framework"):
+    for chosen in frameworks_of(value, "--frameworks"):
         if not chosen.presets:
             with_modes = ", ".join(f.id for f in FRAMEWORKS.values() if f.presets)
             raise UsageError(
-                f"--framework {chosen.id}: rcdiag dry-runs no correction mode of {chosen.title} "
+                f"--frameworks {chosen.id}: rcdiag dry-runs no correction mode of {chosen.title} "
                 f"(its metrics: analyze --frameworks {chosen.id}); modes exist for {with_modes}"
             )
         modes += [NamedConfig(p.name, p.config, p.plan) for p in chosen.presets]
@@ -53,7 +53,7 @@ def comparison_plan(
     sweep: str | None,
     grid: Sequence[str | float] | None,
     dialect: str | None,
-    framework: str | Sequence[str] | None,
+    frameworks: str | Sequence[str] | None,
 ) -> tuple[list[NamedConfig], Dialect, Sweep | None]:
     """The configurations ``compare_presets`` compares, their dialect and its sweep.
 
@@ -67,7 +67,7 @@ def comparison_plan(
     files = [] if isinstance(configs, Mapping) else [Path(os.fspath(c)) for c in configs]
     if grid is not None and sweep is None:
         raise UsageError("grid needs a sweep")
-    modes = framework_modes(framework)
+    modes = framework_modes(frameworks)
     nothing = presets is not None and not presets and not files and not inline
     if nothing and sweep is None and not modes:
         raise UsageError("no preset, configuration, sweep or framework: nothing to compare")

@@ -21,7 +21,6 @@ from rcdiag.run.dump import DUMP_OPTIONS
 
 REGULAR_NAMES = (
     "frameworks",
-    "framework",
     "dialect",
     "veto_threshold",
     "sweep",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from rcdiag.dialects import DEFAULT_DIALECT, Dialect
 from rcdiag.io.writer import padded_arrays
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.ragged import from_padded
+
+if TYPE_CHECKING:
+    from rcdiag.io.tensors import Padded
 
 __all__ = ["Monitor", "offpolicy_metrics", "preset_metrics"]
 
@@ -124,7 +127,12 @@ class Monitor:
             PresetComparison(self._configs, base=self._analysis.stats) if self._configs else None
         )
 
-    def update(self, rollout_log_probs: Any, old_log_probs: Any, response_mask: Any = None) -> None:
+    def update(
+        self,
+        rollout_log_probs: Padded,
+        old_log_probs: Padded,
+        response_mask: Padded | None = None,
+    ) -> None:
         """Add a padded batch: [B, T] torch tensors (any device, any float dtype) or numpy arrays.
 
         Args:
@@ -184,9 +192,9 @@ class Monitor:
 
 
 def offpolicy_metrics(
-    rollout_log_probs: Any,
-    old_log_probs: Any,
-    response_mask: Any = None,
+    rollout_log_probs: Padded,
+    old_log_probs: Padded,
+    response_mask: Padded | None = None,
     *,
     dialect: Dialect = DEFAULT_DIALECT,
     veto_threshold: float | None = None,
@@ -209,9 +217,9 @@ def offpolicy_metrics(
 
 def preset_metrics(
     preset_or_config: str | Mapping[str, Any],
-    rollout_log_probs: Any,
-    old_log_probs: Any,
-    response_mask: Any = None,
+    rollout_log_probs: Padded,
+    old_log_probs: Padded,
+    response_mask: Padded | None = None,
     *,
     dialect: Dialect | None = None,
     drop_nonfinite: bool = False,

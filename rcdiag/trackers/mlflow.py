@@ -9,7 +9,7 @@ from typing import Any
 
 from rcdiag.errors import UsageError
 from rcdiag.trackers.extras import needed
-from rcdiag.trackers.scalars import flat, step_scalars
+from rcdiag.trackers.scalars import NewPoints, StepScalars, flat, step_scalars
 
 BATCH = 1000
 """Metrics per ``log_batch`` call (MLflow's limit)."""
@@ -45,6 +45,16 @@ def open_run(run_id: str) -> Any:
     return client
 
 
+def _log(client: Any, run_id: str, series: list[StepScalars]) -> int:
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(key(t), v, now, step) for step, t, v in flat(series)]
+    for start in range(0, len(metrics), BATCH):
+        client.log_batch(run_id, metrics=metrics[start : start + BATCH], synchronous=True)
+    return len(metrics)
+
+
 def to_mlflow(result: Any, run_id: str) -> int:
     """Log the per-step scalars of ``result`` to the MLflow run ``run_id`` (which must exist; it
     is left running or finished as it was), each at its step.
@@ -55,11 +65,20 @@ def to_mlflow(result: Any, run_id: str) -> int:
     Raises:
         UsageError: mlflow is not installed, or no run ``run_id`` is found.
     """
-    client = open_run(run_id)
-    from mlflow.entities import Metric
+    return _log(open_run(run_id), run_id, step_scalars(result))
 
-    now = int(time.time() * 1000)
-    metrics = [Metric(key(t), v, now, step) for step, t, v in flat(step_scalars(result))]
-    for start in range(0, len(metrics), BATCH):
-        client.log_batch(run_id, metrics=metrics[start : start + BATCH], synchronous=True)
-    return len(metrics)
+
+class MlflowStream:
+    """An MLflow run kept current with a growing dump (``rcdiag watch --mlflow RUN_ID``): each call
+    of :meth:`add` logs the points not logged yet (:class:`~rcdiag.trackers.scalars.NewPoints`:
+    each step once, the verdict when it changes)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.client, self.run_id, self.new = open_run(run_id), run_id, NewPoints()
+
+    def add(self, result: Any) -> int:
+        """Log the new points of ``result``; returns how many values were logged."""
+        return _log(self.client, self.run_id, self.new.of(step_scalars(result)))
+
+    def close(self) -> None:
+        """Nothing to close: the run is left running or finished as it was."""

@@ -83,4 +83,39 @@ def flat(series: list[StepScalars]) -> Iterator[tuple[int, str, float]]:
             yield entry.step, name, value
 
 
-__all__ = ["PREFIX", "STEP_STATUS", "VERDICT", "StepScalars", "step_scalars", "tag"]
+class NewPoints:
+    """What a tracker that follows a growing run (``rcdiag watch``) has not logged yet: each step
+    once, the first time an analysis holds it, and the verdict at the last step whenever that
+    pair (step, verdict) is new. A re-analysis that adds no step (a file rewritten) logs nothing
+    again, so no step has two points of the same metric."""
+
+    def __init__(self) -> None:
+        self.steps: set[int] = set()
+        self.verdict: tuple[int, float] | None = None
+
+    def of(self, series: list[StepScalars]) -> list[StepScalars]:
+        """The points of ``series`` not logged yet, by step; remembered as logged."""
+        out = []
+        for index, entry in enumerate(series):
+            values = {} if entry.step in self.steps else dict(entry.values)
+            values.pop(VERDICT, None)
+            if index == len(series) - 1 and VERDICT in entry.values:
+                verdict = (entry.step, entry.values[VERDICT])
+                if verdict != self.verdict:
+                    values[VERDICT] = verdict[1]
+                    self.verdict = verdict
+            self.steps.add(entry.step)
+            if values:
+                out.append(StepScalars(entry.step, values))
+        return out
+
+
+__all__ = [
+    "PREFIX",
+    "STEP_STATUS",
+    "VERDICT",
+    "NewPoints",
+    "StepScalars",
+    "step_scalars",
+    "tag",
+]

@@ -10,7 +10,7 @@ from typing import Any
 
 from rcdiag.errors import UsageError
 from rcdiag.trackers.extras import needed
-from rcdiag.trackers.scalars import VERDICT, step_scalars
+from rcdiag.trackers.scalars import NewPoints, step_scalars
 
 RUN_NAME = "rcdiag"
 """The sub-directory of the run's log directory rcdiag writes to: TensorBoard shows it as a run
@@ -55,8 +55,9 @@ def to_tensorboard(result: Any, directory: str | os.PathLike[str]) -> Path:
 
 class TensorboardStream:
     """An event file that grows with a run (``rcdiag watch --tensorboard``): each call of
-    :meth:`add` appends the scalars of the steps not written yet, and the verdict at the last
-    step, and flushes, so a running TensorBoard shows them at its next reload."""
+    :meth:`add` appends the points not written yet (:class:`~rcdiag.trackers.scalars.NewPoints`:
+    each step once, the verdict when it changes) and flushes, so a running TensorBoard shows them
+    at its next reload."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         tensorboardx = needed("tensorboardX")
@@ -68,29 +69,18 @@ class TensorboardStream:
                 f"--tensorboard {directory}: cannot write ({exc.strerror or exc})"
             ) from None
         self.writer = tensorboardx.FileWriter(str(target), filename_suffix=".rcdiag-watch")
-        self.written: set[int] = set()
+        self.new = NewPoints()
 
     def add(self, result: Any) -> int:
-        """Append the new steps of ``result``; returns how many steps were added."""
+        """Append the new points of ``result``; returns how many steps had points."""
         from tensorboardX.proto.summary_pb2 import Summary
 
-        series = step_scalars(result)
-        added = 0
-        for index, entry in enumerate(series):
-            last = index == len(series) - 1
-            values = entry.values if entry.step not in self.written else {}
-            if last:
-                values = {**values, VERDICT: entry.values[VERDICT]}
-            if not values:
-                continue
-            summary = Summary(
-                value=[Summary.Value(tag=t, simple_value=v) for t, v in values.items()]
-            )
-            self.writer.add_summary(summary, global_step=entry.step)
-            added += entry.step not in self.written
-            self.written.add(entry.step)
+        points = self.new.of(step_scalars(result))
+        for entry in points:
+            values = [Summary.Value(tag=t, simple_value=v) for t, v in entry.values.items()]
+            self.writer.add_summary(Summary(value=values), global_step=entry.step)
         self.writer.flush()
-        return added
+        return len(points)
 
     def close(self) -> None:
         self.writer.close()

@@ -1,0 +1,97 @@
+"""The sketch's tally (distinct (group, bucket) pairs with summed counts) against a dictionary
+count, on the one-key path (pairs that fit in 62 bits) and the two-key path (wider ranges)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from rcdiag.metrics.sketch import QuantileSketch, _tally
+
+
+def reference(group: np.ndarray, bucket: np.ndarray, count: np.ndarray) -> list[tuple[int, ...]]:
+    totals: Counter[tuple[int, int]] = Counter()
+    for g, b, c in zip(group.tolist(), bucket.tolist(), count.tolist(), strict=True):
+        totals[(g, b)] += c
+    return [(g, b, c) for (g, b), c in sorted(totals.items())]
+
+
+@pytest.mark.parametrize(
+    ("groups", "buckets"),
+    [
+        ((0, 5), (-50, 50)),  # small: one key
+        ((-3, 1000), (-(2**40), 2**40)),  # one key, wide buckets
+        ((0, 2**40), (-(2**40), 2**40)),  # too wide for one key: two keys
+        ((-(2**62), 2**62), (-(2**62), 2**62)),
+    ],
+)
+def test_tally_counts_each_pair_once_in_order(
+    groups: tuple[int, int], buckets: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(3)
+    group = rng.integers(*groups, size=3000, dtype=np.int64)
+    bucket = rng.integers(*buckets, size=3000, dtype=np.int64)
+    group[1000:2000], bucket[1000:2000] = group[:1000], bucket[:1000]  # repeated pairs
+    count = rng.integers(1, 9, size=3000, dtype=np.int64)
+    found = _tally(group, bucket, count)
+    assert list(zip(*(a.tolist() for a in found), strict=True)) == reference(group, bucket, count)
+    empty = np.empty(0, dtype=np.int64)
+    assert all(a.size == 0 for a in _tally(empty, empty, empty))
+
+
+def test_merged_sketches_equal_one_sketch_of_all_values() -> None:
+    rng = np.random.default_rng(5)
+    parts = [(rng.integers(0, 40, 5000), rng.standard_t(3, 5000)) for _ in range(12)]
+    whole, merged = QuantileSketch(), QuantileSketch()
+    keys = list(range(40))
+    for slots, values in parts:
+        whole.add(slots.astype(np.int64), values, keys)
+        part = QuantileSketch()
+        part.add(slots.astype(np.int64), values, keys)
+        merged.merge(part)
+    qs = [0.001, 0.5, 0.999]
+    for a, b in zip(whole.quantiles(qs), merged.quantiles(qs), strict=True):
+        assert np.array_equal(a, b)
+
+
+def sorted_part(groups: list[int], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    group = np.repeat(np.asarray(groups, dtype=np.int64), 30)
+    bucket = rng.integers(-500, 500, size=group.size, dtype=np.int64)
+    return _tally(group, bucket, rng.integers(1, 5, size=group.size, dtype=np.int64))
+
+
+def test_parts_without_a_shared_group_are_interleaved_exactly() -> None:
+    from rcdiag.metrics.sketch import _interleaved
+
+    rng = np.random.default_rng(8)
+    steps = rng.permutation(60).tolist()
+    parts = [sorted_part(sorted(steps[i : i + 7]), rng) for i in range(0, 60, 7)]
+    empty = np.empty(0, dtype=np.int64)
+    parts = [(empty, empty, empty), *parts]
+    merged = _interleaved(parts)
+    assert merged is not None
+    whole = _tally(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+    for a, b in zip(merged, whole, strict=True):
+        assert np.array_equal(a, b)
+    shared = [*parts, sorted_part([steps[0]], rng)]  # a group in two parts: summed by a sort
+    assert _interleaved(shared) is None
+    group, bucket, count = parts[1]
+    unsorted = (group[::-1].copy(), bucket[::-1].copy(), count[::-1].copy())
+    assert _interleaved([unsorted]) is None
+
+
+def test_sketches_of_separate_steps_merge_as_one() -> None:
+    rng = np.random.default_rng(9)
+    whole, merged = QuantileSketch(), QuantileSketch()
+    for step in rng.permutation(30).tolist():
+        values = rng.standard_t(4, 2000)
+        whole.add(None, values, [step])
+        part = QuantileSketch()
+        part.add(None, values, [step])
+        merged.merge(part)
+    qs = [0.001, 0.25, 0.5, 0.999]
+    for a, b in zip(whole.quantiles(qs), merged.quantiles(qs), strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(whole.pooled_quantiles(qs), merged.pooled_quantiles(qs))
