@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -246,6 +247,29 @@ def _segment_count(flags: NDArray[np.bool_], offsets: I64) -> F64:
     return segment_sum(flags, offsets)
 
 
+def verl_offpolicy_metrics(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The 13 metrics of :data:`VERL_OFFPOLICY_METRICS` from summed row statistics with a valid
+    token (:func:`offpolicy_metrics` gives the formulas); each statistic a float, or an array of
+    one value per step (then every metric is such an array)."""
+    rows, pooled = stats["rows"], stats["valid_tokens"]  # V: verl's Σm + 1e-8 (count_divisor)
+    return {
+        "rollout_corr/training_ppl": stats["training_ppl"] / rows,
+        "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
+        "rollout_corr/kl": -stats["log_ratio"] / pooled,
+        "rollout_corr/k3_kl": stats["k3"] / pooled,
+        "rollout_corr/rollout_ppl": stats["rollout_ppl"] / rows,
+        "rollout_corr/rollout_log_ppl": stats["rollout_log_ppl"] / rows,
+        "rollout_corr/log_ppl_diff": stats["log_ppl_diff"] / rows,
+        "rollout_corr/log_ppl_abs_diff": stats["log_ppl_abs_diff"] / rows,
+        "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
+        "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
+        "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
+        # verl: masked_mean(ρ²) − 1 with ρ² = exp(2·clamp ℓ) = w²
+        "rollout_corr/chi2_token": stats["token_weight_sq"] / pooled - 1.0,
+        "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
+    }
+
+
 def offpolicy_metrics(
     stats: Mapping[str, float],
     *,
@@ -283,22 +307,7 @@ def offpolicy_metrics(
     if valid == 0:
         return dict.fromkeys(names)
     pooled = valid  # verl's Σm + 1e-8 in float32 (see count_divisor); V ≥ 1 here
-    out: dict[str, float | None] = {
-        "rollout_corr/training_ppl": stats["training_ppl"] / rows,
-        "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
-        "rollout_corr/kl": -stats["log_ratio"] / pooled,
-        "rollout_corr/k3_kl": stats["k3"] / pooled,
-        "rollout_corr/rollout_ppl": stats["rollout_ppl"] / rows,
-        "rollout_corr/rollout_log_ppl": stats["rollout_log_ppl"] / rows,
-        "rollout_corr/log_ppl_diff": stats["log_ppl_diff"] / rows,
-        "rollout_corr/log_ppl_abs_diff": stats["log_ppl_abs_diff"] / rows,
-        "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
-        "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
-        "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
-        # verl: masked_mean(ρ²) − 1 with ρ² = exp(2·clamp ℓ) = w²
-        "rollout_corr/chi2_token": stats["token_weight_sq"] / pooled - 1.0,
-        "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
-    }
+    out: dict[str, float | None] = verl_offpolicy_metrics(stats)
     if legacy_veto is not None:
         out["rollout_corr/rollout_is_veto_fraction"] = (
             stats["vetoed_rows"] / rows if legacy_veto else 0.0

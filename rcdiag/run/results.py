@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
 from rcdiag.assess.diagnosis.spikes import isolated_spikes
@@ -26,7 +28,7 @@ from rcdiag.model import (
     AnalysisResult,
     ComparisonResult,
     ConfigurationResult,
-    PresetStep,
+    PresetSteps,
     RunOptions,
     SourceInfo,
     StepResult,
@@ -156,8 +158,11 @@ def configuration_result(
     """What one configuration would do (an entry of a comparison's ``presets``, docs/report.md);
     without ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller
     documents); ``purpose``: the preset's, for the report."""
-    step_summaries = [(s, comparison.summary(named.name, s)) for s in comparison.steps()]
-    worst = worst_steps(step_summaries)
+    steps = comparison.steps()
+    figures = comparison.summary_columns(named.name)  # every step at once, as columns
+    kept = figures.names.index("kept_token_share")
+    fully_rejected = np.flatnonzero(figures.defined[kept] & (figures.values[kept] == 0.0))
+    worst = worst_steps(steps, figures)
     return ConfigurationResult(
         name=named.name,
         framework=None if named.framework == "verl" else named.framework,
@@ -169,16 +174,11 @@ def configuration_result(
             figure: None if w is None else WorstStep(step=w["step"], value=w["value"])
             for figure, w in worst.items()
         },
-        fully_rejected_steps=tuple(
-            s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
-        ),
-        steps=tuple(
-            PresetStep(
-                step=s,
-                summary=fig,
-                metrics=comparison.metrics(named.name, s) if per_step_metrics else None,
-            )
-            for s, fig in step_summaries
+        fully_rejected_steps=tuple(steps[j] for j in fully_rejected.tolist()),
+        steps=PresetSteps(
+            steps,
+            figures,
+            comparison.metric_columns(named.name) if per_step_metrics else None,
         ),
     )
 
