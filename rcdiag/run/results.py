@@ -174,7 +174,7 @@ def configuration_result(
             figure: None if w is None else WorstStep(step=w["step"], value=w["value"])
             for figure, w in worst.items()
         },
-        fully_rejected_steps=tuple(steps[j] for j in fully_rejected.tolist()),
+        fully_rejected_steps=tuple(np.asarray(steps)[fully_rejected].tolist()),
         steps=PresetSteps(
             steps,
             figures,
