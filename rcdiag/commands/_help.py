@@ -80,7 +80,7 @@ def _readable(params: list[Any]) -> list[Any]:
             param.metavar = ""  # shown as the type column: nothing, a flag takes no value
         else:
             kind = _python_type(param)
-            param.metavar = METAVARS.get(param.name, TYPE_METAVARS.get(kind, "TEXT"))
+            param.metavar = METAVARS.get(param.name or "", TYPE_METAVARS.get(kind, "TEXT"))
     return params
 
 

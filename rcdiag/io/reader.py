@@ -67,9 +67,7 @@ def _list_values(
         raise locate(f"column {column!r} has type {list_type}; expected list<{kinds}>", None)
     if array.null_count:
         raise locate(f"column {column!r} is null", _first_true(array.is_null()))
-    # the array's own methods: pyarrow.compute would add ~0.1 s to every start-up
-    lengths = as_numpy(array.value_lengths()).astype(np.int64)
-    flat = array.flatten()
+    flat, lengths = _list_parts(array)
     if flat.null_count and not kinds.startswith("float"):
         token = _first_true(flat.is_null())
         offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -77,6 +75,20 @@ def _list_values(
         raise locate(f"column {column!r} holds a null at position {token - offsets[row]}", row)
     # Float nulls become NaN here, so they are judged like NaN: ignored when masked.
     return as_numpy(flat), lengths
+
+
+def _list_parts(array: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The values of a list array without nulls, and each list's length (int64), read from its
+    offsets: ``flatten`` and ``value_lengths`` import pyarrow.compute, ~0.05 s of every start-up.
+    """
+    if pa.types.is_fixed_size_list(array.type):
+        size = array.type.list_size
+        lengths = np.full(len(array), size, dtype=np.int64)
+        return array.values.slice(array.offset * size, len(array) * size), lengths
+    offsets = as_numpy(array.offsets).astype(np.int64)
+    start = int(offsets[0]) if offsets.size else 0
+    end = int(offsets[-1]) if offsets.size else 0
+    return array.values.slice(start, end - start), np.diff(offsets)
 
 
 def _first_true(flags: pa.Array) -> int:

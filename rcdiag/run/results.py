@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,11 +16,8 @@ from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
 from rcdiag.assess.diagnosis.spikes import isolated_spikes
 from rcdiag.assess.judge import judge
-from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
-from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
-from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.grouped import GroupedStats
@@ -41,6 +39,11 @@ from rcdiag.model.diagnosis import MetricStatus
 from rcdiag.run.consumers import Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 from rcdiag.run.engine import run
+
+if TYPE_CHECKING:  # the comparison's modules: imported by the passes that compare
+    from rcdiag.correction.compare import NamedConfig, PresetComparison
+    from rcdiag.correction.sweep import Sweep
+    from rcdiag.frameworks.base import Framework
 
 __all__ = [
     "analysis_result",
@@ -158,6 +161,8 @@ def configuration_result(
     """What one configuration would do (an entry of a comparison's ``presets``, docs/report.md);
     without ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller
     documents); ``purpose``: the preset's, for the report."""
+    from rcdiag.correction.compare import worst_steps
+
     steps = comparison.steps()
     figures = comparison.summary_columns(named.name)  # every step at once, as columns
     kept = figures.names.index("kept_token_share")
@@ -237,6 +242,7 @@ def compare_and_recommend(
     """
     from rcdiag.assess.recommendation.candidates import candidate_sweeps
     from rcdiag.assess.recommendation.ranking import recommend
+    from rcdiag.correction.compare import NamedConfig
     from rcdiag.correction.presets import PRESETS
 
     # "/" cannot be in a preset name nor a file stem: no clash with the compared names
