@@ -58,7 +58,7 @@ for path in sorted(root.rglob("*.parquet")) if root.is_dir() else [root]:
     handle = pq.ParquetFile(path)
     meta = handle.metadata
     tokens = sum(meta.row_group(g).column(0).num_values for g in range(meta.num_row_groups))
-    rows = max(16, int(2**18 / max(1.0, tokens / max(1, meta.num_rows))))
+    rows = max(1, int(2**18 / max(1.0, tokens / max(1, meta.num_rows))))
     for batch in handle.iter_batches(batch_size=rows, columns={COLUMNS!r}):
         pass
 """

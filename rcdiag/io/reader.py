@@ -91,6 +91,13 @@ def _list_parts(array: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return array.values.slice(start, end - start), np.diff(offsets)
 
 
+def _release_read_buffers() -> None:
+    """Return the memory pyarrow freed to the system: a file of long rows is decoded a whole row
+    at a time (its values and levels, several times the row's size), which would otherwise stay
+    mapped while the rows are processed."""
+    pa.default_memory_pool().release_unused()
+
+
 def _first_true(flags: pa.Array) -> int:
     return int(np.flatnonzero(as_numpy(flags))[0])
 
@@ -172,7 +179,17 @@ class DumpReader:
     def _file_batches(
         self, dump_file: DumpFile | NativeFile, stream_offset: int
     ) -> Iterator[RaggedBatch]:
-        rows_per_batch = max(16, int(self.batch_tokens / max(1.0, dump_file.mean_row_length())))
+        mean_length = dump_file.mean_row_length()
+        rows_per_batch = max(1, int(self.batch_tokens / max(1.0, mean_length)))
+        try:
+            yield from self._read_file(dump_file, stream_offset, rows_per_batch)
+        finally:
+            if mean_length > self.batch_tokens:  # rows longer than a batch: each read whole
+                _release_read_buffers()
+
+    def _read_file(
+        self, dump_file: DumpFile | NativeFile, stream_offset: int, rows_per_batch: int
+    ) -> Iterator[RaggedBatch]:
         first_row = 0
         kind = "parquet" if isinstance(dump_file, DumpFile) else dump_file.format
         with contextlib.ExitStack() as opened:  # one file open at a time, closed after its scan

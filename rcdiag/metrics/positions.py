@@ -19,6 +19,8 @@ other evidence (:data:`POSITION_STATISTICS`):
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from rcdiag.metrics.grouped import Kind
@@ -43,40 +45,72 @@ POSITION_STATISTICS: dict[str, Kind] = {
 
 
 def position_statistics(batch: RaggedBatch) -> dict[str, F64]:
-    """Per-row sums of :data:`POSITION_STATISTICS` (module docstring)."""
-    offsets = batch.offsets
-    position = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], batch.lengths)
-    bins = np.searchsorted(np.asarray(POSITION_EDGES), position, side="right") - 1
+    """Per-row sums of :data:`POSITION_STATISTICS` (module docstring).
+
+    The bins before the last come from a table of each row's first positions, the last bin and
+    the padded tails from sums over slices of the rows: no array of a position per token, so a
+    long response costs no more than its |ℓ|.
+    """
+    offsets, valid = batch.offsets, batch.mask
     abs_ell = np.abs(batch.log_ratio)  # 0 at invalid positions
-    valid = batch.mask
+    head = POSITION_EDGES[-1]
+    width = int(min(head, np.diff(offsets).max(initial=0)))
+    column = np.arange(width, dtype=np.int64)
+    inside = column < np.diff(offsets)[:, None]
+    index = np.where(inside, offsets[:-1, None] + column, 0)
+    head_abs = np.where(inside, abs_ell[index], 0.0)
+    head_valid = inside & valid[index]
     stats: dict[str, F64] = {}
-    for index, edge in enumerate(POSITION_EDGES):
-        inside = bins == index
-        stats[f"pos_{edge}_abs"] = segment_sum(np.where(inside, abs_ell, 0.0), offsets)
-        stats[f"pos_{edge}_n"] = segment_sum(inside & valid, offsets)
+    for low, high in itertools.pairwise(POSITION_EDGES):
+        stats[f"pos_{low}_abs"] = head_abs[:, low:high].sum(axis=1)
+        stats[f"pos_{low}_n"] = head_valid[:, low:high].sum(axis=1, dtype=np.float64)
+    tails = _cut(offsets, np.minimum(offsets[:-1] + head, offsets[1:]))
+    stats[f"pos_{head}_abs"] = segment_sum(abs_ell, tails)[1::2]
+    stats[f"pos_{head}_n"] = segment_sum(valid, tails)[1::2]
     stats.update(_padded_tails(batch, abs_ell))
     return stats
 
 
+def _cut(offsets: I64, at: I64) -> I64:
+    """Segment offsets that cut each row ``[offsets[i], offsets[i + 1])`` at ``at[i]`` (within
+    it): :func:`segment_sum` of them gives at its odd entries each row's sum over
+    ``[at[i], offsets[i + 1])``."""
+    out = np.empty(2 * offsets.size - 1, dtype=np.int64)
+    out[0::2] = offsets
+    out[1::2] = at
+    return out
+
+
 def _trailing_run(values: F64, valid: np.ndarray, offsets: I64) -> I64:
     """Per row: how many of its last valid positions hold the same value as its last one (0 for
-    a row that does not end on a valid position)."""
-    n = values.size
+    a row that does not end on a valid position).
+
+    The run ends (going back from the last position) at the row's start, at a position whose
+    value differs from the one before it, or at an invalid position, which it includes. Read
+    from a table of each row's last positions, widened for the rows whose run is longer.
+    """
     rows = offsets.size - 1
-    if n == 0:
-        return np.zeros(rows, dtype=np.int64)
-    starts = np.zeros(n, dtype=bool)
-    starts[offsets[:-1][offsets[:-1] < n]] = True
-    changed = starts.copy()
-    changed[1:] |= values[1:] != values[:-1]
-    changed |= ~valid  # an invalid position breaks a run
-    index = np.arange(n, dtype=np.int64)
-    run_start = np.maximum.accumulate(np.where(changed, index, 0))
-    ends = offsets[1:] - 1
-    nonempty = offsets[1:] > offsets[:-1]
     out = np.zeros(rows, dtype=np.int64)
-    last = ends[nonempty]
-    out[nonempty] = np.where(valid[last], last - run_start[last] + 1, 0)
+    lengths = np.diff(offsets)
+    pending = np.flatnonzero(lengths > 0)
+    width = 64
+    while pending.size:
+        length, start, last = lengths[pending], offsets[pending], offsets[pending + 1] - 1
+        window = np.minimum(length, width)
+        column = np.arange(int(window.max()), dtype=np.int64)
+        inside = column < window[:, None]
+        position = np.where(inside, last[:, None] - column, last[:, None])
+        first = position == start[:, None]
+        before = np.where(first, position, position - 1)
+        with np.errstate(invalid="ignore"):
+            changed = first | (values[position] != values[before]) | ~valid[position]
+        changed &= inside
+        found = changed.any(axis=1)
+        run = np.argmax(changed, axis=1) + 1
+        resolved = pending[found]
+        out[resolved] = np.where(valid[last[found]], run[found], 0)
+        pending = pending[~found]
+        width *= 4
     return out
 
 
@@ -91,9 +125,8 @@ def _padded_tails(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
     length = np.where(candidate, run, 0)
     # Σ|ℓ| over each candidate tail: the row's suffix of that length
     with np.errstate(invalid="ignore"):
-        cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
         ends = offsets[1:]
-        tail_abs = cumulative[ends] - cumulative[ends - length]
+        tail_abs = segment_sum(abs_ell, _cut(offsets, ends - length))[1::2]
         padded = candidate & (tail_abs > PAD_GAP * length)
     length = np.where(padded, length, 0)
     return {

@@ -114,6 +114,7 @@ class Consumers:
             self.comparison.update(batch, view)
         if self.frameworks is not None:
             self.frameworks.update(batch, view)
+        del view  # its token arrays are not held while the profile makes its own
         if self.profile is not None:
             self.profile.update(batch, row_stats)
 
