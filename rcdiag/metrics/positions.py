@@ -93,7 +93,7 @@ def _trailing_run(values: F64, valid: np.ndarray, offsets: I64) -> I64:
     out = np.zeros(rows, dtype=np.int64)
     lengths = np.diff(offsets)
     pending = np.flatnonzero(lengths > 0)
-    width = 64
+    width = 8  # most runs are one position long; longer ones widen the table
     while pending.size:
         length, start, last = lengths[pending], offsets[pending], offsets[pending + 1] - 1
         window = np.minimum(length, width)
