@@ -7,12 +7,13 @@ by several configurations (the same IS level and band, the same criterion) is co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
+from rcdiag.correction.columns import Columns, GetterMapping, Partial, as_column, stack_columns
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import Component, Getter, Metrics
 from rcdiag.correction.external import ExternalOutcome, ExternalPlan
@@ -73,20 +74,6 @@ class _Tracked:
     def __post_init__(self) -> None:
         kinds = {**self.component.kinds, **self.component.run_kinds}
         self.stats = GroupedStats(kinds, self.index)
-
-
-class Columns(NamedTuple):
-    """Named figures at a set of points (the steps in increasing order, or the whole dump): one
-    float64 row per name, and where each value is defined (None in a document where not)."""
-
-    names: tuple[str, ...]
-    values: F64
-    defined: Bool
-
-    def point(self, j: int) -> dict[str, float | None]:
-        """The figures at point ``j`` (None where undefined)."""
-        values, defined = self.values[:, j].tolist(), self.defined[:, j].tolist()
-        return {n: v if d else None for n, v, d in zip(self.names, values, defined, strict=True)}
 
 
 class _Finished:
@@ -267,14 +254,14 @@ class PresetComparison:
         if vectorised:
             with np.errstate(all="ignore"):  # the steps without a valid token are dropped
                 out = compute(lambda c: self._getter(c, whole, None))
-            return {k: _column(v, size) for k, v in out.items()}
+            return {k: as_column(v, size) for k, v in out.items()}
 
         def at(j: int) -> Callable[[Component | None], Getter]:
             return lambda c: self._getter(c, whole, j)
 
         points = [compute(at(j)) for j in range(size)]
         names = dict.fromkeys(k for p in points for k in p)
-        return {k: _column([p.get(k) for p in points], size) for k in names}
+        return {k: as_column([p.get(k) for p in points], size) for k in names}
 
     def _present(self, whole: bool) -> Bool:
         """The points (steps, or the whole dump) with a valid token: verl raises elsewhere."""
@@ -289,11 +276,13 @@ class PresetComparison:
             return table
         out: dict[str, tuple[F64, Bool]] = {}
         if not isinstance(self.configs[name].plan, ExternalPlan):  # verl logs its own first
-            verl = self._evaluate(lambda g: verl_offpolicy_metrics(_Stats(g(None))), True, whole)
+            verl = self._evaluate(
+                lambda g: verl_offpolicy_metrics(GetterMapping(g(None))), True, whole
+            )
             out.update(verl)
         for part in self._parts[name]:
             out.update(self._evaluate(_metrics_of(part), part.vectorised, whole))
-        table = self._tables[key] = _stack(out, self._present(whole))
+        table = self._tables[key] = stack_columns(out, self._present(whole))
         return table
 
     def summary_columns(self, name: str, whole: bool = False) -> Columns:
@@ -312,7 +301,7 @@ class PresetComparison:
         else:
             verl_plan = plan
             figures = self._evaluate(lambda g: self._summary(verl_plan, g), True, whole)
-        table = self._tables[key] = _stack(figures, self._present(whole))
+        table = self._tables[key] = stack_columns(figures, self._present(whole))
         return table
 
     def _position(self, step: int) -> int:
@@ -393,58 +382,6 @@ def _metrics_of(
 ) -> Callable[[Callable[[Component | None], Getter]], Mapping[str, Any]]:
     """What :meth:`PresetComparison._evaluate` computes for one part's metrics."""
     return lambda getter: part.metrics(getter(part))
-
-
-class Partial(NamedTuple):
-    """A figure defined at some points only (``defined``), with its value there."""
-
-    value: Any
-    defined: Any
-
-
-class _Stats(Mapping[str, Any]):
-    """A getter read as a mapping (for formulas that take the summed statistics by name)."""
-
-    def __init__(self, get: Getter) -> None:
-        self._get = get
-
-    def __getitem__(self, name: str) -> Any:
-        return self._get(name)
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("statistics are read by name")
-
-    def __len__(self) -> int:
-        raise TypeError("statistics are read by name")
-
-
-def _column(value: Any, size: int) -> tuple[F64, Bool]:
-    """A figure as a float64 array of ``size`` points and where it is defined: from an array, a
-    number (the same at every point), None (nowhere), a :class:`Partial`, or a list of numbers or
-    None (one per point)."""
-    if isinstance(value, Partial):
-        values, _ = _column(value.value, size)
-        return values, np.broadcast_to(np.asarray(value.defined, dtype=bool), (size,))
-    if value is None:
-        return np.full(size, math.nan), np.zeros(size, dtype=bool)
-    if isinstance(value, list):
-        defined = np.array([v is not None for v in value], dtype=bool)
-        values = np.array([math.nan if v is None else v for v in value], dtype=np.float64)
-        return values, defined
-    values = np.broadcast_to(np.asarray(value, dtype=np.float64), (size,))
-    return values, np.ones(size, dtype=bool)
-
-
-def _stack(figures: Mapping[str, tuple[F64, Bool]], present: Bool) -> Columns:
-    """The figures as one matrix, undefined at the points outside ``present``."""
-    names = tuple(figures)
-    size = present.size
-    values = np.empty((len(names), size))
-    defined = np.empty((len(names), size), dtype=bool)
-    for i, (column, where) in enumerate(figures.values()):
-        values[i] = column
-        np.logical_and(where, present, out=defined[i])
-    return Columns(names, values, defined)
 
 
 def kept_figures(get: Getter, valid: float, nonempty: float) -> dict[str, float | None]:
