@@ -115,7 +115,7 @@ class PresetSteps(Sequence[PresetStep]):
 
     Example:
         >>> import numpy as np
-        >>> steps = PresetSteps([3], (("ess",), np.array([[0.5]]), np.array([[True]])))
+        >>> steps = PresetSteps([3], (("ess",), np.array([[0.5]]), np.array([[True]])), None)
         >>> steps[0]
         PresetStep(step=3, summary={'ess': 0.5}, metrics=None)
     """
