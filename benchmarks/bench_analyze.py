@@ -6,7 +6,7 @@ runs, each in a fresh subprocess so peak memory is measured per run:
 
 * ``read``        — pyarrow reading the same three columns, each file whole (``ParquetFile.read``;
   ``read_table`` would import pyarrow.dataset, and pandas through it when installed);
-* ``stream``      — pyarrow iterating them in record batches of rcdiag's size (2¹⁸ tokens): the
+* ``stream``      — pyarrow iterating them in record batches of rcdiag's size (2²⁰ tokens): the
   steadier floor (the whole-file read varies with its system time);
 * ``analyze``     — ``rcdiag analyze DIR --json …`` on the whole dump;
 * ``API``         — ``rcdiag.analyze(DIR)`` and its JSON document from Python (target ≤ 1.1× the
@@ -62,7 +62,7 @@ for path in sorted(root.rglob("*.parquet")) if root.is_dir() else [root]:
     handle = pq.ParquetFile(path)
     meta = handle.metadata
     tokens = sum(meta.row_group(g).column(0).num_values for g in range(meta.num_row_groups))
-    rows = max(1, int(2**18 / max(1.0, tokens / max(1, meta.num_rows))))
+    rows = max(1, int(2**20 / max(1.0, tokens / max(1, meta.num_rows))))
     for batch in handle.iter_batches(batch_size=rows, columns={COLUMNS!r}):
         pass
 """

@@ -24,8 +24,8 @@ from rcdiag.metrics.grouped import GroupedStats, GroupIndex, Moments, add_all
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
-    TOKEN_PIECE,
     row_statistics,
+    token_pieces,
     verl_offpolicy_metrics,
 )
 from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch
@@ -168,7 +168,7 @@ class PresetComparison:
         whole_rows = np.full(batch.rows, WHOLE_DUMP, dtype=np.int64)
         whole_runs = np.full(view.runs[1].size, WHOLE_DUMP, dtype=np.int64)
         additions: list[tuple[GroupedStats, I64, Mapping[str, F64 | Moments]]] = []
-        long_batch = int(batch.offsets[-1]) > TOKEN_PIECE  # e.g. one very long response
+        long_batch = len(token_pieces(int(batch.offsets[-1]))) > 1  # a very long response
         for tracked in self._tracked.values():
             if long_batch:
                 view.forget()  # its token arrays are recomputed, not all held (view.forget)

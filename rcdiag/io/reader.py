@@ -129,7 +129,7 @@ class DumpReader:
         *,
         drop_nonfinite: bool = False,
         selection: StepSelection | None = None,
-        batch_tokens: int = 1 << 18,
+        batch_tokens: int = 1 << 20,
         row_details: bool = False,
         stream_offset: int = 0,
         storage_options: Mapping[str, Any] | None = None,

@@ -158,8 +158,23 @@ def count_divisor(count: F64) -> F64:
 
 TOKEN_PIECE = 1 << 20
 """Tokens per piece of a long batch (one long response): the per-token temporaries of
-:func:`row_statistics` are made a piece at a time and each row's sums added across the pieces, so
-memory stays bounded whatever a row's length."""
+:func:`row_statistics` (and the profile's) are made a piece at a time and each row's sums added
+across the pieces, so memory stays bounded whatever a row's length."""
+
+
+def token_pieces(tokens: int) -> list[tuple[int, int]]:
+    """The pieces ``(start, end)`` a batch of ``tokens`` tokens is processed in: one for the
+    reader's batches (about 2²⁰ tokens), pieces of :data:`TOKEN_PIECE` for a batch over twice
+    that (a response longer than a batch).
+
+    Example:
+        >>> token_pieces(5), token_pieces(5 * TOKEN_PIECE // 2)[-1] == (2 * TOKEN_PIECE, 5 * TOKEN_PIECE // 2)
+        ([(0, 5)], True)
+    """
+    if tokens <= 2 * TOKEN_PIECE:
+        return [(0, tokens)]
+    return [(low, min(low + TOKEN_PIECE, tokens)) for low in range(0, tokens, TOKEN_PIECE)]
+
 
 _TOKEN_SUMS: dict[str, Kind] = {
     "n": "sum",
@@ -179,15 +194,14 @@ _TOKEN_SUMS: dict[str, Kind] = {
 
 
 def _token_sums(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
-    """Each row's :data:`_TOKEN_SUMS`: in one go for a batch of up to :data:`TOKEN_PIECE`
-    tokens, else piece by piece (a row cut by a piece boundary gets the sums of both parts)."""
+    """Each row's :data:`_TOKEN_SUMS`, over the batch's :func:`token_pieces` (a row cut by a
+    piece boundary gets the sums of both parts)."""
     offsets = batch.offsets
-    tokens = int(offsets[-1])
-    if tokens <= TOKEN_PIECE:
+    pieces = token_pieces(int(offsets[-1]))
+    if len(pieces) == 1:
         return _piece_sums(batch, log_ratio, offsets, slice(None), veto_threshold)
     out = {name: np.zeros(batch.rows) for name in _TOKEN_SUMS}
-    for start in range(0, tokens, TOKEN_PIECE):
-        end = min(start + TOKEN_PIECE, tokens)
+    for start, end in pieces:
         first = int(np.searchsorted(offsets, start, side="right")) - 1
         last = int(np.searchsorted(offsets, end, side="left"))  # rows first .. last - 1
         local = np.clip(offsets[first : last + 1], start, end) - start

@@ -43,7 +43,7 @@ from rcdiag.metrics.bins import (
     rollout_prob_bucket,
     signed_log_bin,
 )
-from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, TOKEN_PIECE, row_statistics
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics, token_pieces
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 DEFAULT_TOP_K = 20
@@ -158,9 +158,9 @@ class MismatchProfile:
         full = batch.log_ratio  # 0 at invalid positions: so are |ℓ|, ℓ² and k3
         # positions: a run of one bucket in one row is contiguous, so one reduction per run
         starts, bucket = position_runs(offsets)
-        tokens = int(offsets[-1])
-        for low in range(0, tokens, TOKEN_PIECE):  # bounded temporaries for a long response
-            self._add_tokens(batch, low, min(low + TOKEN_PIECE, tokens), starts, bucket)
+        for low, high in token_pieces(int(offsets[-1])):  # bounded for a long response
+            if high > low:
+                self._add_tokens(batch, low, high, starts, bucket)
 
         if row_sums is None:  # the analysis's per-row statistics hold them
             row_sums = row_statistics(batch, full, DEFAULT_VETO_THRESHOLD)
