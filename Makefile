@@ -21,6 +21,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e ".[dev,torch,ray,polars]"
 	$(BIN)/python -m pip install --quiet $(FRAMEWORK_PARSER_DEPS)
 	$(BIN)/python -m pip install --quiet --no-deps $(FRAMEWORK_PACKAGES)
+	# an editable install ships no bytecode, and with PYTHONDONTWRITEBYTECODE set every start-up
+	# would compile rcdiag from source (~0.1 s): compile it once here, as a wheel install does
+	$(BIN)/python -m compileall -q rcdiag
 	touch $@
 
 install: $(VENV)/.installed

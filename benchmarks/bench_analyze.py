@@ -6,7 +6,7 @@ runs, each in a fresh subprocess so peak memory is measured per run:
 
 * ``read``        — pyarrow reading the same three columns, each file whole (``ParquetFile.read``;
   ``read_table`` would import pyarrow.dataset, and pandas through it when installed);
-* ``stream``      — pyarrow iterating them in record batches of rcdiag's size (2¹⁸ tokens): the
+* ``stream``      — pyarrow iterating them in record batches of rcdiag's size (2²⁰ tokens): the
   steadier floor (the whole-file read varies with its system time);
 * ``analyze``     — ``rcdiag analyze DIR --json …`` on the whole dump;
 * ``API``         — ``rcdiag.analyze(DIR)`` and its JSON document from Python (target ≤ 1.1× the
@@ -23,11 +23,14 @@ runs, each in a fresh subprocess so peak memory is measured per run:
 * ``… 10k steps`` — ``analyze``, ``check``, ``compare`` and ``report`` on a 10,000-step dump of one
   32-token response per step, where per-step work dominates (targets: < 600 MB, compare ≤ 3×
   analyze);
-* ``… 5M row``    — ``analyze`` and ``report`` of one 5M-token row (target < 600 MB).
+* ``… 5M row``    — ``analyze``, ``compare`` and ``report`` of one 5M-token row (target
+  < 600 MB).
 
+rcdiag's modules are compiled to bytecode first, as an install does.
 Every repeat runs all commands in turn, so a machine that slows down slows every command of that
 repeat; each figure is the best of ``--repeat`` runs. Prints a table of wall times, each command's
-ratio to the whole-file read, the streaming read and ``analyze``, peak RSS, and the targets. Usage:
+ratio to the whole-file read, the streaming read and ``analyze``, peak RSS, the targets (wall
+time, the CPU ratio beside it), and the summary ratios. Usage:
 
     python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50] [--repeat 2]
 """
@@ -39,6 +42,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from bench_steps import generate as steps_generate
@@ -58,7 +62,7 @@ for path in sorted(root.rglob("*.parquet")) if root.is_dir() else [root]:
     handle = pq.ParquetFile(path)
     meta = handle.metadata
     tokens = sum(meta.row_group(g).column(0).num_values for g in range(meta.num_row_groups))
-    rows = max(16, int(2**18 / max(1.0, tokens / max(1, meta.num_rows))))
+    rows = max(1, int(2**20 / max(1.0, tokens / max(1, meta.num_rows))))
     for batch in handle.iter_batches(batch_size=rows, columns={COLUMNS!r}):
         pass
 """
@@ -92,17 +96,38 @@ def generate(out: Path, tokens: int, steps: int, seed: int = 0) -> None:
     print(file=sys.stderr)
 
 
-def peak_rss_of(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one command, measured with a fresh wrapper process."""
+class Measured(NamedTuple):
+    seconds: float
+    """Wall seconds."""
+    rss: float
+    """Peak resident memory, MB."""
+    cpu: float
+    """User + system seconds of every thread: steadier than wall time on a shared machine."""
+
+
+def measure(cmd: list[str]) -> Measured:
+    """Wall and CPU seconds and peak RSS (MB) of one command, measured with a fresh wrapper
+    process."""
     wrapper = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
         "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(time.perf_counter() - t, u.ru_maxrss, u.ru_utime + u.ru_stime)"
     )
     out = subprocess.run(
         [sys.executable, "-c", wrapper, *cmd], check=True, capture_output=True, text=True
     ).stdout.split()
-    return float(out[0]), float(out[1]) / 1024.0
+    return Measured(float(out[0]), float(out[1]) / 1024.0, float(out[2]))
+
+
+def compile_bytecode() -> None:
+    """Compile rcdiag's modules as an install does (an editable install ships no bytecode, and
+    with PYTHONDONTWRITEBYTECODE set every run would compile them again: ~0.1 s of each)."""
+    import rcdiag
+
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(rcdiag.__file__).parent)], check=True
+    )
 
 
 def tiny_generate(path: Path) -> Path:
@@ -182,44 +207,62 @@ def main() -> None:
         "compare 10k steps": [*rcdiag, "compare-presets", steps_dump, "--quiet"],
         "report 10k steps": [*rcdiag, "report", steps_dump, "--quiet", "-o", str(out / "s.html")],
         "analyze 5M row": [*rcdiag, "analyze", long_row, "--quiet"],
+        "compare 5M row": [*rcdiag, "compare-presets", long_row, "--quiet"],
         "report 5M row": [*rcdiag, "report", long_row, "--quiet", "-o", str(out / "l.html")],
     }
+    compile_bytecode()
     subprocess.run(runs["baseline"], check=True, stdout=subprocess.DEVNULL)  # check reads it
-    results: dict[str, tuple[float, float]] = {}
+    results: dict[str, Measured] = {}
     for repeat in range(args.repeat):  # every command in turn, then again: paired by repeat
         for name, cmd in runs.items():
-            measured = peak_rss_of(cmd)
-            if name not in results or measured[0] < results[name][0]:
+            measured = measure(cmd)
+            if name not in results or measured.seconds < results[name].seconds:
                 results[name] = measured
             if repeat == args.repeat - 1:
-                seconds, rss = results[name]
-                print(f"{name:>18}: {seconds:7.2f} s   peak RSS {rss:7.0f} MB", flush=True)
-    document = json.loads(out_json.read_text())
-    tokens = document["source"]["valid_tokens"]
-    read, stream = results["read"][0], results["stream"][0]
-    analyze = results["analyze"][0]
+                best = results[name]
+                print(
+                    f"{name:>18}: {best.seconds:7.2f} s  cpu {best.cpu:7.2f} s  "
+                    f"peak RSS {best.rss:7.0f} MB",
+                    flush=True,
+                )
+    report(results, json.loads(out_json.read_text())["source"]["valid_tokens"])
+    check_rc = subprocess.run(runs["check"], stdout=subprocess.DEVNULL).returncode
+    print(f"check exit code on its own baseline: {check_rc} (0 expected)")
+
+
+TARGETS = {
+    "analyze": ("stream", 1.5),
+    "API": ("analyze", 1.1),
+    "compare": ("analyze", 2.0),
+    "report": ("analyze", 2.5),
+    "analyze 20 rows": ("read 20 rows", 2.0),
+    "check 10k steps": ("seconds", 20.0),
+    "compare 10k steps": ("analyze 10k steps", 3.0),
+}
+"""Each command's target: a ratio of wall times to another command's, or seconds."""
+
+
+def report(results: dict[str, Measured], tokens: int) -> None:
+    """The table of every command against the reads and ``analyze`` (wall time; the CPU ratio
+    beside the target's), the targets, and the summary ratios."""
+    read, stream = results["read"].seconds, results["stream"].seconds
+    analyze = results["analyze"].seconds
     print(f"\nvalid tokens: {tokens:,}  ({tokens / analyze / 1e6:.1f} M tokens/s in analyze)\n")
-    targets = {
-        "analyze": ("stream", 1.5),
-        "API": ("analyze", 1.1),
-        "compare": ("analyze", 2.0),
-        "report": ("analyze", 2.5),
-        "analyze 20 rows": ("read 20 rows", 2.0),
-        "check 10k steps": ("seconds", 20.0),
-        "compare 10k steps": ("analyze 10k steps", 3.0),
-    }
     print("| command | seconds | × read | × stream | × analyze | peak RSS MB | target | met |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-    for name, (seconds, rss) in results.items():
+    for name, measured in results.items():
+        seconds, rss = measured.seconds, measured.rss
         wanted, met = "", ""
-        target = targets.get(name)
+        target = TARGETS.get(name)
         if target is not None:
             against, limit = target
             if against == "seconds":
                 wanted, ok = f"< {limit:g} s", seconds < limit
             else:
-                ratio = seconds / results[against][0]
-                wanted, ok = f"≤ {limit}× {against} ({ratio:.2f})", ratio <= limit
+                ratio = seconds / results[against].seconds
+                cpu = measured.cpu / results[against].cpu
+                wanted = f"≤ {limit}× {against} ({ratio:.2f}; cpu {cpu:.2f})"
+                ok = ratio <= limit
             met = "yes" if ok else "**no**"
         if "10k" in name or "5M" in name:
             wanted += ("; " if wanted else "") + "< 600 MB"
@@ -228,17 +271,34 @@ def main() -> None:
             f"| {name} | {seconds:.2f} | {seconds / read:.2f} | {seconds / stream:.2f} | "
             f"{seconds / analyze:.2f} | {rss:.0f} | {wanted} | {met} |"
         )
+
+    def pair(a: str, b: str) -> str:
+        x, y = results[a], results[b]
+        return f"{x.seconds / y.seconds:.2f} (cpu {x.cpu / y.cpu:.2f})"
+
     print(
-        f"\npeak RSS whole / half dump (analyze): {results['analyze'][1]:.0f} / "
-        f"{results['analyze_half'][1]:.0f} MB (flat in the dump's size)"
+        f"\npeak RSS whole / half dump (analyze): {results['analyze'].rss:.0f} / "
+        f"{results['analyze_half'].rss:.0f} MB (flat in the dump's size)"
     )
     print(
-        f"analyze × whole-file read: {analyze / read:.2f}; × streaming read: {analyze / stream:.2f}"
+        f"analyze × whole-file read: {pair('analyze', 'read')}; "
+        f"× streaming read: {pair('analyze', 'stream')}"
     )
-    frameworks = results["compare trl,slime"][0] / results["compare"][0]
-    print(f"compare with TRL's and slime's modes / verl's alone: {frameworks:.2f}× (target ≤ 2)")
-    check_rc = subprocess.run(runs["check"], stdout=subprocess.DEVNULL).returncode
-    print(f"check exit code on its own baseline: {check_rc} (0 expected)")
+    print(f"API × command line: {pair('API', 'analyze')}")
+    print(f"20-row analyze × its read (fixed cost): {pair('analyze 20 rows', 'read 20 rows')}")
+    print(
+        f"compare × analyze: {pair('compare', 'analyze')}; "
+        f"report × analyze: {pair('report', 'analyze')}"
+    )
+    print(
+        f"peak RSS: compare 10k steps {results['compare 10k steps'].rss:.0f} MB, report 10k "
+        f"steps {results['report 10k steps'].rss:.0f} MB, report 5M row "
+        f"{results['report 5M row'].rss:.0f} MB (target < 600)"
+    )
+    print(
+        f"compare with TRL's and slime's modes / verl's alone: "
+        f"{pair('compare trl,slime', 'compare')} (target ≤ 2)"
+    )
 
 
 if __name__ == "__main__":

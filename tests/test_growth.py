@@ -172,3 +172,42 @@ def test_flat_short_runs_are_rarely_step_changes(steps: int) -> None:
         k3 = 1e-3 * np.exp(0.3 * rng.standard_normal(steps))
         alarms += growth_test(range(steps), k3, 0.01, 0.05 * k3 if i % 2 else None).significant
     assert alarms / runs < 0.02
+
+
+def _slow_spikes(y: np.ndarray, log_scale: bool) -> np.ndarray:
+    """The spike rule step by step, with numpy's median of each neighbourhood (a reference)."""
+    from rcdiag.metrics import growth
+
+    n = y.size
+    flags = np.zeros(n, dtype=bool)
+    if n < growth.MIN_SPIKE_STEPS:
+        return flags
+    rough = [y[i] - np.median(np.r_[y[max(0, i - 2) : i], y[i + 1 : i + 3]]) for i in range(n)]
+    spread = 1.4826 * float(np.median(np.abs(rough)))
+    threshold = max(growth.SPIKE_SCALE * spread, growth.SPIKE_FLOOR if log_scale else 0.0)
+    if threshold == 0.0:
+        return flags
+    for i in range(1, n - 1):
+        left = y[i] - float(np.median(y[max(0, i - 2) : i]))
+        right = y[i] - float(np.median(y[i + 1 : i + 3]))
+        flags[i] = left * right > 0 and min(abs(left), abs(right)) > threshold
+    end = threshold * math.sqrt(6.0)
+    flags[0] = abs(y[0] - (2.0 * y[1] - y[2])) > end
+    flags[-1] = abs(y[-1] - (2.0 * y[-2] - y[-3])) > end
+    return flags & ~(np.r_[False, flags[:-1]] | np.r_[flags[1:], False])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spikes_at_every_step_at_once_match_the_step_by_step_rule(seed: int) -> None:
+    from rcdiag.metrics.growth import _spikes
+
+    rng = np.random.default_rng(seed)
+    for trial in range(300):
+        n = int(rng.integers(1, 30))
+        y = rng.normal(size=n) + (rng.random(n) < 0.15) * rng.normal(0, 8, n)
+        if trial % 3 == 0:
+            y = np.round(y)  # ties in the neighbourhoods
+        if trial % 7 == 0 and n:
+            y[rng.integers(n)] = math.nan
+        for log_scale in (True, False):
+            np.testing.assert_array_equal(_spikes(y, log_scale), _slow_spikes(y, log_scale))

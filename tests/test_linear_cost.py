@@ -189,3 +189,43 @@ def test_the_meter_sees_quadratic_work() -> None:
     assert large.allocated > 10 * small.allocated
     small, large = work(lambda: linear(100_000)), work(lambda: linear(400_000))
     assert large.allocated < MAX_RATIO * small.allocated
+
+
+@pytest.fixture(scope="module")
+def compared_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Pass]:
+    """A pass over a long run comparing every preset of the latest dialect (built once)."""
+    directory = tmp_path_factory.mktemp("compared_runs")
+
+    def compared(steps: int) -> Pass:
+        rollout, old = long_run(steps)
+        path = write_dump(directory / f"c{steps}.parquet", rollout, old, step=np.arange(steps))
+        return run(DumpSpec([str(path)]), Request(configs=preset_configs("latest")[0]))
+
+    return functools.cache(compared)
+
+
+def test_per_step_comparison_is_built_for_all_steps_at_once(
+    compared_of: Callable[[int], Pass],
+) -> None:
+    """The figures and metrics of every configuration at every step are computed in a few
+    calls per configuration (not per step) and held as columns: memory near 8 bytes a value,
+    not a dictionary per step and configuration."""
+    short, long = compared_of(STEPS), compared_of(GROWTH * STEPS)
+    configs = preset_configs("latest")[0]
+
+    def build(done: Pass) -> Any:
+        return comparison_result(done, configs)
+
+    less, more = work(lambda: build(short)), work(lambda: build(long))
+    assert more.calls < 1.3 * less.calls, (less, more)  # per-step work would quadruple them
+    result = build(long)
+    values = sum(len(p.steps[0].summary) + len(p.steps[0].metrics or {}) for p in result.presets)
+    tracemalloc.start()
+    try:
+        kept = build(long)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept.presets
+    # columns: 9 bytes a value (float64 and a flag); a dictionary per step would need over 60
+    assert held < 20 * values * GROWTH * STEPS, (held, values)

@@ -50,7 +50,7 @@ def _reference_row(x: list[float], y: list[float], valid: list[bool]) -> dict[st
 def test_position_statistics_match_the_row_by_row_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
     rows = 40
-    lengths = rng.integers(0, 90, rows)
+    lengths = rng.integers(0, 90 if seed < 3 else 400, rows)  # runs longer than 64 too
     rollout, old, valid = [], [], []
     for n in lengths:
         x = np.round(rng.normal(-2.0, 1.5, n), 1)  # rounding makes repeated values common

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from rcdiag.io.files import discover
 from rcdiag.io.reader import DumpReader
@@ -40,3 +41,28 @@ def test_batches_stay_near_the_token_budget(tmp_path: Path) -> None:
     sizes = [int(b.offsets[-1]) for b in DumpReader([path], batch_tokens=2000).batches()]
     assert sum(sizes) == 400 * 50
     assert max(sizes) <= 2000
+
+
+@pytest.mark.parametrize("kind", ["list", "large_list", "fixed_size_list"])
+@pytest.mark.parametrize("window", [(0, 5), (1, 3), (4, 1), (2, 0)])
+def test_list_parts_read_from_the_offsets_match_pyarrow(kind: str, window: tuple[int, int]) -> None:
+    """Values and lengths taken from a (sliced) list array's offsets, as pyarrow's flatten and
+    value_lengths give them."""
+    import pyarrow as pa
+
+    from rcdiag.io.reader import _list_parts
+
+    rows = [[0.5, 1.5], [2.5, 3.5], [4.5, 5.5], [6.5, 7.5], [8.5, 9.5]]
+    if kind != "fixed_size_list":
+        rows = [r[: 1 + i % 2] * (1 + i) for i, r in enumerate(rows)]
+    value_type = pa.float32()
+    types = {
+        "list": pa.list_(value_type),
+        "large_list": pa.large_list(value_type),
+        "fixed_size_list": pa.list_(value_type, 2),
+    }
+    array = pa.array(rows, type=types[kind]).slice(*window)
+    flat, lengths = _list_parts(array)
+    assert flat.to_pylist() == array.flatten().to_pylist()
+    assert lengths.dtype == np.int64
+    assert lengths.tolist() == array.value_lengths().to_pylist()

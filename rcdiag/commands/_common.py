@@ -22,7 +22,6 @@ from rcdiag import process
 from rcdiag.argument_checks import command_line_message
 from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import RcdiagError, UsageError
-from rcdiag.frameworks.base import Framework
 from rcdiag.io.files import discover
 from rcdiag.io.paths import check_outputs, printable
 from rcdiag.io.remote import is_remote, parse_storage_options
@@ -34,6 +33,8 @@ from rcdiag.run.python_words import from_command_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from rcdiag.frameworks.base import Framework
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1

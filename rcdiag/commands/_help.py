@@ -10,6 +10,7 @@ takes no value. The command classes here fix all three: an option without a meta
 
 from __future__ import annotations
 
+import copy
 import inspect
 import typing
 from collections.abc import Callable
@@ -70,17 +71,23 @@ def _no_type(ctx: Any) -> None:
     return None
 
 
+def _no_metavar(*args: Any, **kwargs: Any) -> str:
+    return ""  # no type shown; the usage line then shows the argument's name
+
+
 def _readable(params: list[Any]) -> list[Any]:
     for param in params:
         if not isinstance(param, TyperOption):  # an argument: its name says what it takes
-            param.display_type_rich = _no_type
+            param.display_type_rich = _no_type  # typer 0.29
+            param.type = copy.copy(param.type)  # typer before 0.29 shows its type's metavar
+            param.type.get_metavar = _no_metavar
         elif param.metavar is not None:
             continue
         elif param.is_flag:
             param.metavar = ""  # shown as the type column: nothing, a flag takes no value
         else:
             kind = _python_type(param)
-            param.metavar = METAVARS.get(param.name, TYPE_METAVARS.get(kind, "TEXT"))
+            param.metavar = METAVARS.get(param.name or "", TYPE_METAVARS.get(kind, "TEXT"))
     return params
 
 

@@ -47,9 +47,16 @@ class Trackers:
     mlflow: str | None = None
     wandb: bool = False
 
+    @property
+    def asked(self) -> bool:
+        """Whether any tracker was asked for (else nothing of the trackers is imported)."""
+        return self.tensorboard is not None or self.mlflow is not None or self.wandb
+
     def check(self) -> None:
         """Fail before the pass when a tracker's library is missing or the MLflow run is not
         found (one ``Error:`` line)."""
+        if not self.asked:
+            return
         from rcdiag.trackers.extras import needed
         from rcdiag.trackers.mlflow import open_run
 
@@ -65,6 +72,8 @@ class Trackers:
 
     def publish(self, result: Any) -> list[str]:
         """Log ``result`` to every tracker asked for; what was written, one line each."""
+        if not self.asked:
+            return []
         from rcdiag.trackers import to_mlflow, to_tensorboard, to_wandb
 
         done = []

@@ -7,12 +7,13 @@ by several configurations (the same IS level and band, the same criterion) is co
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rcdiag.correction.columns import Columns, GetterMapping, Partial, as_column, stack_columns
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import Component, Getter, Metrics
 from rcdiag.correction.external import ExternalOutcome, ExternalPlan
@@ -23,11 +24,11 @@ from rcdiag.metrics.grouped import GroupedStats, GroupIndex, Moments, add_all
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
-    VERL_OFFPOLICY_METRICS,
-    offpolicy_metrics,
     row_statistics,
+    token_pieces,
+    verl_offpolicy_metrics,
 )
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch
+from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch
 
 SUMMARY_FIGURES: dict[str, str] = {
     "kept_token_share": "share of valid tokens the configuration keeps",
@@ -80,28 +81,23 @@ class _Tracked:
 
 
 class _Finished:
-    """The summed statistics of one :class:`GroupedStats` once a pass is over: the whole dump,
-    and each step's (as dictionaries built once, or from a matrix when asked)."""
+    """The summed statistics of one :class:`GroupedStats` once a pass is over, as columns: each
+    statistic's value at every step (one float64 array, steps in increasing order) and over the
+    whole dump (a 1-array); figures are then computed for all steps at once."""
 
-    def __init__(self, stats: GroupedStats, rows: bool) -> None:
-        self.total = stats.total()
-        self.slot_of = stats.index.slot_of
-        self.names, matrix = stats.matrix()
-        self.by_slot = np.ascontiguousarray(matrix.T)  # one contiguous row of values per step
-        self.rows: dict[int, dict[str, float]] | None = None
-        if rows:
-            columns = self.by_slot.tolist()
-            self.rows = {
-                key: dict(zip(self.names, columns[slot], strict=True))
-                for key, slot in self.slot_of.items()
-            }
+    def __init__(self, stats: GroupedStats, order: I64 | None) -> None:
+        names, matrix = stats.matrix()
+        self.steps = {} if order is None else dict(zip(names, matrix[:, order], strict=True))
+        total = stats.total()
+        self.whole = {name: np.array([total[name]]) for name in names}
+        self._lists: dict[str, list[float]] = {}
 
-    def get(self, step: int | None) -> dict[str, float]:
-        if step is None:
-            return self.total
-        if self.rows is not None:
-            return self.rows[step]
-        return dict(zip(self.names, self.by_slot[self.slot_of[step]].tolist(), strict=True))
+    def scalars(self, name: str) -> list[float]:
+        """A statistic at every step as Python floats (for formulas written for one value)."""
+        values = self._lists.get(name)
+        if values is None:
+            values = self._lists[name] = self.steps[name].tolist()
+        return values
 
 
 class PresetComparison:
@@ -139,6 +135,7 @@ class PresetComparison:
         self._tracked: dict[Component, _Tracked] = {}
         self._parts: dict[str, tuple[Component, ...]] = {}
         self._finished: dict[int, _Finished] = {}
+        self._tables: dict[Any, Any] = {}  # figures computed from the finished statistics
         for c in configs:
             if isinstance(c.plan, ExternalPlan):
                 self._track(c.name, c.plan.components())
@@ -165,13 +162,17 @@ class PresetComparison:
         if batch.rows == 0:
             return
         self._finished.clear()
+        self._tables.clear()
         view = view or TokenView(batch)
         if self._owns_base:  # else the analysis that shares its statistics adds the batch
             slots = self.base.slots_for(batch.steps)
             self.base.add(slots, row_statistics(batch, view.log_ratio, DEFAULT_VETO_THRESHOLD))
         rows, runs = batch.steps, view.runs[1]
         additions: list[tuple[GroupedStats, I64, Mapping[str, F64 | Moments]]] = []
+        long_batch = len(token_pieces(int(batch.offsets[-1]))) > 1  # a very long response
         for tracked in self._tracked.values():
+            if long_batch:
+                view.forget()  # its token arrays are recomputed, not all held (view.forget)
             stats, component = tracked.stats, tracked.component
             additions.append((stats, stats.slots_for(rows), component.row_stats(view)))
             if component.run_kinds:
@@ -184,6 +185,7 @@ class PresetComparison:
         if other._parts.keys() != self._parts.keys():
             raise ValueError("cannot merge comparisons of different configurations")
         self._finished.clear()
+        self._tables.clear()
         if self._owns_base:
             self.base.merge(other.base)
         for component, tracked in other._tracked.items():
@@ -197,75 +199,152 @@ class PresetComparison:
     def steps(self) -> list[int]:
         return self.base.keys()
 
-    def _stats(self, stats: GroupedStats, step: int | None) -> dict[str, float]:
-        """Summed statistics of one step or (None) the whole dump; computed once, then reused.
-
-        The base statistics (read by every configuration at every step) are kept as one
-        dictionary per step; a component's as a matrix, each step's dictionary built when asked,
-        so that memory stays at 8 bytes a value with many steps and configurations.
-        """
+    def _done(self, stats: GroupedStats) -> _Finished:
+        """The finished statistics of ``stats`` (built once after the pass, then reused)."""
         finished = self._finished.get(id(stats))
         if finished is None:
-            finished = self._finished[id(stats)] = _Finished(stats, rows=stats is self.base)
-        return finished.get(step)
+            order = None
+            if stats.index is self.base.index:  # kept per step: columns in increasing step order
+                order = np.argsort(
+                    np.asarray(self.base.index.key_of, dtype=np.int64), kind="stable"
+                )
+            finished = self._finished[id(stats)] = _Finished(stats, order)
+        return finished
 
-    def _base(self, step: int | None) -> dict[str, float]:
-        return self._stats(self.base, step)
+    def _columns(self, stats: GroupedStats, whole: bool) -> dict[str, F64]:
+        finished = self._done(stats)
+        return finished.whole if whole else finished.steps
 
-    def _getter(self, component: Component, step: int | None, base: dict[str, float]) -> Getter:
-        own = self._stats(self._tracked[component].stats, step)
+    def _getter(self, component: Component | None, whole: bool, at: int | None) -> Getter:
+        """Reads the summed statistics of ``component`` (None: the base's alone), falling back to
+        the base's: as arrays over every step (or the whole dump) when ``at`` is None, else as
+        the Python float at point ``at``, for formulas written for one value."""
+        base = self._columns(self.base, whole)
+        own = base if component is None else self._columns(self._tracked[component].stats, whole)
+        if at is None:
+            return lambda name: own[name] if name in own else base[name]
+        if whole:
+            return lambda name: float((own[name] if name in own else base[name])[0])
+        base_done = self._done(self.base)
+        own_done = base_done if component is None else self._done(self._tracked[component].stats)
 
         def get(name: str) -> float:
-            return own[name] if name in own else base[name]
+            return (own_done if name in own else base_done).scalars(name)[at]
 
         return get
+
+    def _evaluate(
+        self,
+        compute: Callable[[Callable[[Component | None], Getter]], Mapping[str, Any]],
+        vectorised: bool,
+        whole: bool,
+    ) -> dict[str, tuple[F64, Bool]]:
+        """The figures ``compute`` gives from getters of the components' statistics, at every
+        step (or the whole dump): in one call over arrays when its formulas are ``vectorised``,
+        else once per step."""
+        size = 1 if whole else len(self.base.index.key_of)
+        if vectorised:
+            with np.errstate(all="ignore"):  # the steps without a valid token are dropped
+                out = compute(lambda c: self._getter(c, whole, None))
+            return {k: as_column(v, size) for k, v in out.items()}
+
+        def at(j: int) -> Callable[[Component | None], Getter]:
+            return lambda c: self._getter(c, whole, j)
+
+        points = [compute(at(j)) for j in range(size)]
+        names = dict.fromkeys(k for p in points for k in p)
+        return {k: as_column([p.get(k) for p in points], size) for k in names}
+
+    def _present(self, whole: bool) -> Bool:
+        """The points (steps, or the whole dump) with a valid token: verl raises elsewhere."""
+        return self._columns(self.base, whole)["valid_tokens"] != 0
+
+    def metric_columns(self, name: str, whole: bool = False) -> Columns:
+        """Every metric verl logs for configuration ``name`` at every step, in increasing step
+        order (or over the whole dump); none is defined at a step without a valid token."""
+        key = ("metrics", name, whole)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        out: dict[str, tuple[F64, Bool]] = {}
+        if not isinstance(self.configs[name].plan, ExternalPlan):  # verl logs its own first
+            verl = self._evaluate(
+                lambda g: verl_offpolicy_metrics(GetterMapping(g(None))), True, whole
+            )
+            out.update(verl)
+        for part in self._parts[name]:
+            out.update(self._evaluate(_metrics_of(part), part.vectorised, whole))
+        table = self._tables[key] = stack_columns(out, self._present(whole))
+        return table
+
+    def summary_columns(self, name: str, whole: bool = False) -> Columns:
+        """rcdiag's comparison figures (:data:`SUMMARY_FIGURES`) for configuration ``name`` at
+        every step, in increasing step order (or over the whole dump)."""
+        key = ("summary", name, whole)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        plan = self.configs[name].plan
+        if isinstance(plan, ExternalPlan):
+            outcome = plan.outcome()
+            figures = self._evaluate(
+                lambda g: self._external_summary(outcome, g(outcome), g(None)), False, whole
+            )
+        else:
+            verl_plan = plan
+            figures = self._evaluate(lambda g: self._summary(verl_plan, g), True, whole)
+        table = self._tables[key] = stack_columns(figures, self._present(whole))
+        return table
+
+    def _position(self, step: int) -> int:
+        """The position of ``step`` among the steps in increasing order."""
+        positions: dict[int, int] | None = self._tables.get("positions")
+        if positions is None:
+            positions = self._tables["positions"] = {s: j for j, s in enumerate(self.steps())}
+        return positions[step]
 
     def metrics(self, name: str, step: int | None = None) -> Metrics:
         """Every metric verl logs for configuration ``name`` on one step (or the whole dump).
 
         All values are None for a step without valid tokens (verl raises on such a batch).
         """
-        base = self._base(step)
-        metrics: Metrics = {}
-        if not isinstance(self.configs[name].plan, ExternalPlan):  # verl logs its own first
-            offpolicy = offpolicy_metrics(base)
-            metrics = {k: offpolicy[k] for k in VERL_OFFPOLICY_METRICS}
-        if base["valid_tokens"] == 0:
-            names = self.metrics(name, None) if step is not None else {}
-            return dict.fromkeys(names)
-        for part in self._parts[name]:
-            metrics.update(part.metrics(self._getter(part, step, base)))
-        return metrics
+        if step is None:
+            return self.metric_columns(name, whole=True).point(0)
+        return self.metric_columns(name).point(self._position(step))
 
     def summary(self, name: str, step: int | None = None) -> dict[str, float | None]:
         """rcdiag's comparison figures (:data:`SUMMARY_FIGURES`) for one configuration."""
-        base = self._base(step)
-        valid, nonempty = base["valid_tokens"], base["nonempty_rows"]
-        if valid == 0:
-            return dict.fromkeys(SUMMARY_FIGURES)
-        config = self.configs[name]
-        if isinstance(config.plan, ExternalPlan):
-            return self._external_summary(config.plan.outcome(), step, base)
-        get = self._getter(Outcome(config.plan), step, base)
+        if step is None:
+            return self.summary_columns(name, whole=True).point(0)
+        return self.summary_columns(name).point(self._position(step))
+
+    def _summary(
+        self, plan: CorrectionPlan, getter: Callable[[Component | None], Getter]
+    ) -> dict[str, Any]:
+        """The figures of a verl configuration over arrays of statistics (one value per step):
+        the weight figures are undefined where it keeps no token (and without IS, but ``ess``)."""
+        get = getter(Outcome(plan))
         kept = get("kept")
-        figures = kept_figures(get, valid, nonempty)
-        if kept == 0:
-            return figures
-        if config.plan.importance is None:
-            figures["ess"] = 1.0
+        figures: dict[str, Any] = kept_figures(get, get("valid_tokens"), get("nonempty_rows"))
+        keeps = kept != 0
+        if plan.importance is None:
+            figures["ess"] = Partial(1.0, keeps)
             return figures
         raw, applied = get("kept_raw"), get("kept_applied")
-        figures["weight_mass_removed"] = (raw - applied) / raw if raw > 0 else 0.0
+        figures["weight_mass_removed"] = Partial(
+            np.where(raw > 0, (raw - applied) / raw, 0.0), keeps
+        )
         squares = get("kept_applied_sq")
-        figures["ess"] = applied * applied / (kept * squares) if squares > 0 else math.nan
-        importance = Importance(config.plan.importance, config.plan.dialect)
-        mu = 1.0
-        if config.plan.importance.batch_normalize:
+        ess = np.where(squares > 0, applied * applied / (kept * squares), math.nan)
+        figures["ess"] = Partial(ess, keeps)
+        importance = Importance(plan.importance, plan.dialect)
+        mu: Any = 1.0
+        if plan.importance.batch_normalize:
             norm: Component = importance
             if importance not in self._tracked:  # a sweep point tracks μ's statistics alone
-                norm = BatchNormalisation(config.plan.importance, config.plan.dialect)
-            mu = importance.batch_norm_factor(self._getter(norm, step, base))
-        figures["max_weight"] = get("kept_applied_max") / mu
+                norm = BatchNormalisation(plan.importance, plan.dialect)
+            mu = importance.batch_norm_factor(getter(norm))
+        figures["max_weight"] = Partial(get("kept_applied_max") / mu, keeps)
         return figures
 
     def step_figures(self, name: str) -> tuple[I64, dict[str, F64]]:
@@ -301,12 +380,12 @@ class PresetComparison:
         return steps, figures
 
     def _external_summary(
-        self, outcome: ExternalOutcome, step: int | None, base: dict[str, float]
+        self, outcome: ExternalOutcome, get: Getter, base: Getter
     ) -> dict[str, float | None]:
-        """The figures of another framework's mode, as for verl's (weights there may be ∞)."""
-        get = self._getter(outcome, step, base)
+        """The figures of another framework's mode at one point, as for verl's (weights there may
+        be ∞)."""
         kept = get("kept")
-        figures = kept_figures(get, base["valid_tokens"], base["nonempty_rows"])
+        figures = kept_figures(get, base("valid_tokens"), base("nonempty_rows"))
         if kept == 0:
             return figures
         if outcome.plan.weights is None:
@@ -322,6 +401,13 @@ class PresetComparison:
         return figures
 
 
+def _metrics_of(
+    part: Component,
+) -> Callable[[Callable[[Component | None], Getter]], Mapping[str, Any]]:
+    """What :meth:`PresetComparison._evaluate` computes for one part's metrics."""
+    return lambda getter: part.metrics(getter(part))
+
+
 def kept_figures(get: Getter, valid: float, nonempty: float) -> dict[str, float | None]:
     """The shares of tokens and sequences a configuration keeps; the weight figures left None
     (filled by the caller when the configuration has IS and keeps a token)."""
@@ -335,19 +421,18 @@ def kept_figures(get: Getter, valid: float, nonempty: float) -> dict[str, float 
     }
 
 
-def worst_steps(step_summaries: Sequence[tuple[int, Mapping[str, float | None]]]) -> dict[str, Any]:
-    """For each summary figure, the step where it is worst and its value there."""
+def worst_steps(steps: Sequence[int], figures: Columns) -> dict[str, Any]:
+    """For each summary figure, the first step where it is worst (lowest or highest, NaN and
+    undefined values left out) and its value there; None where no step has a value."""
     worst: dict[str, Any] = {}
     for figure in SUMMARY_FIGURES:
-        present: list[tuple[int, float]] = []
-        for step, values in step_summaries:
-            x = values.get(figure)
-            if x is not None and not math.isnan(x):
-                present.append((step, x))
-        if not present:
+        row = figures.names.index(figure)
+        values = figures.values[row]
+        candidates = np.flatnonzero(figures.defined[row] & ~np.isnan(values))
+        if not candidates.size:
             worst[figure] = None
             continue
-        lower_is_worse = figure in WORSE_WHEN_LOWER
-        at, value = (min if lower_is_worse else max)(present, key=lambda p: p[1])
-        worst[figure] = {"step": at, "value": value}
+        picked = values[candidates]
+        at = candidates[np.argmin(picked) if figure in WORSE_WHEN_LOWER else np.argmax(picked)]
+        worst[figure] = {"step": int(steps[at]), "value": float(values[at])}
     return worst

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,34 +39,45 @@ Metrics = dict[str, float | None]
 # Shared formulas
 
 
-def pooled_std(n: float, m2: float) -> float:
+def _number(value: Any) -> Any:
+    """A 0-d array as a Python float; an array over steps as it is."""
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def pooled_std(n: Any, m2: Any) -> Any:
     """verl's sqrt(max(0, E[x²] − E[x]²)) with E = Σ / V, computed without cancellation.
 
     E[x²] − E[x]² = M2 / V with M2 = Σ(x − x̄)² (docs/metrics.md, "Masked means"). Returns 0.0 when
-    V ≤ 1, as verl does.
+    V ≤ 1, as verl does. ``n`` and ``m2``: floats, or arrays of one value per step.
     """
-    return math.sqrt(max(0.0, m2 / n)) if n > 1 else 0.0
+    with np.errstate(all="ignore"):
+        return _number(np.where(np.greater(n, 1), np.sqrt(np.fmax(0.0, np.divide(m2, n))), 0.0))
 
 
-def unbiased_std(n: float, m2: float) -> float:
+def unbiased_std(n: Any, m2: Any) -> Any:
     """Sample standard deviation with N − 1 (0.0 for a single value, as verl does)."""
-    return math.sqrt(max(0.0, m2 / (n - 1))) if n > 1 else 0.0
+    with np.errstate(all="ignore"):
+        spread = np.sqrt(np.fmax(0.0, np.divide(m2, np.subtract(n, 1))))
+        return _number(np.where(np.greater(n, 1), spread, 0.0))
 
 
-def divide(numerator: float, denominator: float) -> float:
+def divide(numerator: Any, denominator: Any) -> Any:
     """numerator / denominator with torch's conventions for a zero denominator (±inf, NaN)."""
-    if denominator == 0:
-        return math.copysign(math.inf, numerator) if numerator else math.nan
-    return numerator / denominator
+    with np.errstate(all="ignore"):
+        by_zero = np.where(np.not_equal(numerator, 0), np.copysign(np.inf, numerator), np.nan)
+        return _number(
+            np.where(np.equal(denominator, 0), by_zero, np.divide(numerator, denominator))
+        )
 
 
 def safe_log(x: float) -> float:
     return math.log(x) if x > 0 else -math.inf
 
 
-Getter = Callable[[str], float]
+Getter = Callable[[str], Any]
 """Reads a summed statistic of a component by name (``rows``, ``valid_tokens``, ``nonempty_rows``
-are always available)."""
+are always available): a float, or for a component whose :attr:`Component.vectorised` is set, an
+array of the statistic at every step."""
 
 
 class Component(ABC):
@@ -78,6 +89,9 @@ class Component(ABC):
     kinds: ClassVar[dict[str, Kind]]
     run_kinds: ClassVar[dict[str, Kind]] = {}
     """Statistics kept per run of rows of one step (:meth:`TokenView.runs`), not per row."""
+    vectorised: ClassVar[bool] = False
+    """Whether :meth:`metrics` also takes statistics as arrays (one value per step), so that the
+    metrics of every step are computed in one call; else it is called once per step."""
 
     @abstractmethod
     def row_stats(self, view: TokenView) -> RowStats:
@@ -164,9 +178,9 @@ def weight_metrics(get: Getter, prefix: str, token_level: bool) -> Metrics:
         top, bottom = get("max"), get("min")
     else:
         high, low = get("high") / rows, get("low") / rows
-        top = math.exp(min(get("max"), SAFETY_BOUND))
         with np.errstate(over="ignore", under="ignore"):  # unclamped: may be 0 or inf, as in verl
-            bottom = float(np.exp(get("min")))
+            top = _number(np.exp(np.minimum(get("max"), SAFETY_BOUND)))
+            bottom = _number(np.exp(get("min")))
     return {
         f"{prefix}mean": get("sum") / pooled,
         f"{prefix}max": top,

@@ -54,6 +54,7 @@ class Importance(Component):
     plan: ISPlan
     dialect: str
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {
         **WEIGHT_KINDS,
         "oob": "sum",
@@ -99,14 +100,17 @@ class Importance(Component):
         stats["applied_sq"] = view.row_sum(view.squares(w.applied))
         return stats
 
-    def batch_norm_factor(self, get: Getter) -> float:
-        """The batch-normalisation μ (docs/correction.md), or 1.0 when μ ≤ 1e-8 (weights unchanged)."""
-        if self.plan.level == "token":
-            mu = get("applied_sum") / get("valid_tokens")
-        else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
-            rows = get("rows") if self.dialect == "legacy" else get("nonempty_rows")
-            mu = get("applied_row_mean") / rows if rows else 0.0
-        return mu if mu > 1e-8 else 1.0
+    def batch_norm_factor(self, get: Getter) -> Any:
+        """The batch-normalisation μ (docs/correction.md), or 1.0 when μ ≤ 1e-8 (weights unchanged):
+        a float, or an array of one value per step when ``get`` reads arrays."""
+        with np.errstate(all="ignore"):
+            if self.plan.level == "token":
+                mu = np.divide(get("applied_sum"), get("valid_tokens"))
+            else:  # the legacy dialect (PR #4070) averaged over all rows, later over non-empty ones
+                rows = get("rows") if self.dialect == "legacy" else get("nonempty_rows")
+                mu = np.where(np.not_equal(rows, 0), np.divide(get("applied_row_mean"), rows), 0.0)
+            factor = np.where(np.greater(mu, 1e-8), mu, 1.0)
+        return float(factor) if factor.ndim == 0 else factor
 
     def metrics(self, get: Getter) -> Metrics:
         prefix = "rollout_corr/rollout_is_"
@@ -126,6 +130,7 @@ class BatchNormalisation(Component):
     plan: ISPlan
     dialect: str
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {"applied_sum": "sum", "applied_row_mean": "sum"}
 
     def row_stats(self, view: TokenView) -> RowStats:

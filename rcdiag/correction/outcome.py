@@ -95,6 +95,7 @@ class Outcome(Component):
 
     plan: CorrectionPlan
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {
         "rejected": "sum",
         "rejected_rows": "sum",

@@ -84,6 +84,7 @@ class Rejection(Component):
 
     criterion: Criterion
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {
         **{name: kind for name, kind in WEIGHT_KINDS.items() if name != "band_sq"},
         "rejected": "sum",
@@ -202,6 +203,7 @@ class LegacyRejectionRule(Component):
 
     rule: LegacyRejection
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {
         **WEIGHT_KINDS,
         "rejected": "sum",
@@ -261,6 +263,7 @@ class Veto(Component):
 
     threshold: float | None
 
+    vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
     kinds: ClassVar[dict[str, Kind]] = {"catastrophic": "sum", "vetoed_rows": "sum"}
 
     def catastrophic(self, view: TokenView) -> F64:

@@ -48,6 +48,13 @@ class TokenView:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def forget(self) -> None:
+        """Drop what was memoised: a long batch's shared arrays are then computed again by the
+        next configuration instead of all held at once (memory bounded by one configuration's)."""
+        self._memo.clear()
+        for name in ("clamped", "mask_weights"):  # the cached token arrays
+            self.__dict__.pop(name, None)
+
     @cached_property
     def clamped(self) -> F64:
         """clamp(ℓ, ±20), 0 at invalid positions."""

@@ -1,59 +1,29 @@
 """The metric Rosetta: other RL frameworks' mismatch metrics, corrections and configuration keys.
 
 One module per framework (its sources, the metrics it logs as components, its correction modes) and
-this registry; docs/frameworks.md documents each formula with the file it was read from.
+the registry (:mod:`rcdiag.frameworks.registry`); docs/frameworks.md documents each formula with the
+file it was read from. The registry is imported when first named here, so that a command that
+compares no other framework does not import them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from rcdiag.errors import UsageError
-from rcdiag.frameworks import areal, nemo_rl, open_instruct, openrlhf, prime_rl, skyrl, slime, trl
-from rcdiag.frameworks.base import Framework, Preset, Source, Translation
-
-FRAMEWORKS: dict[str, Framework] = {
-    f.id: f
-    for f in (
-        trl.FRAMEWORK,
-        slime.FRAMEWORK,
-        openrlhf.FRAMEWORK,
-        nemo_rl.FRAMEWORK,
-        prime_rl.FRAMEWORK,
-        areal.FRAMEWORK,
-        skyrl.FRAMEWORK,
-        open_instruct.FRAMEWORK,
-    )
-}
-"""Every framework, by id, in the order the documents list them."""
-
-_BY_NAME: dict[str, str] = {
-    **{f.id: f.id for f in FRAMEWORKS.values()},
-    **{alias: f.id for f in FRAMEWORKS.values() for alias in f.aliases},
-    **{f.title.lower(): f.id for f in FRAMEWORKS.values()},
-}
+if TYPE_CHECKING:
+    from rcdiag.frameworks.base import Framework, Preset, Source, Translation
+    from rcdiag.frameworks.registry import FRAMEWORKS, parse_frameworks
 
 __all__ = ["FRAMEWORKS", "Framework", "Preset", "Source", "Translation", "parse_frameworks"]
 
 
-def parse_frameworks(values: Iterable[str] | str, option: str = "--frameworks") -> list[Framework]:
-    """The frameworks named in comma lists (``all`` for every one), in the registry's order.
+def __getattr__(name: str) -> Any:
+    if name in ("FRAMEWORKS", "parse_frameworks"):
+        from rcdiag.frameworks import registry
 
-    Raises:
-        UsageError: an unknown name (the message lists the known ones).
-    """
-    items = [values] if isinstance(values, str) else list(values)
-    names = [n.strip().lower() for item in items for n in item.split(",") if n.strip()]
-    if not names:
-        raise UsageError(f"{option}: no framework named; known: {', '.join(FRAMEWORKS)}")
-    if "all" in names:
-        return list(FRAMEWORKS.values())
-    chosen: set[str] = set()
-    for name in names:
-        found = _BY_NAME.get(name)
-        if found is None:
-            raise UsageError(
-                f"{option}: unknown framework {name!r}; known: {', '.join(FRAMEWORKS)} (or all)"
-            )
-        chosen.add(found)
-    return [f for f in FRAMEWORKS.values() if f.id in chosen]
+        return getattr(registry, name)
+    if name in ("Framework", "Preset", "Source", "Translation"):
+        from rcdiag.frameworks import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -257,17 +257,16 @@ def _spikes(y: F64, log_scale: bool) -> np.ndarray:
     if n < MIN_SPIKE_STEPS:
         return flags
     # the noise around the median of the four nearest steps: a ramp leaves little, a spike none
-    rough = np.array(
-        [y[i] - np.median(np.r_[y[max(0, i - 2) : i], y[i + 1 : i + 3]]) for i in range(n)]
-    )
+    rough = y - _neighbour_medians(y)
     spread = 1.4826 * float(np.median(np.abs(rough)))
     threshold = max(SPIKE_SCALE * spread, SPIKE_FLOOR if log_scale else 0.0)
     if threshold == 0.0:
         return flags
-    for i in range(1, n - 1):  # per step of a short series; the growth test is per dump
-        left = y[i] - float(np.median(y[max(0, i - 2) : i]))
-        right = y[i] - float(np.median(y[i + 1 : i + 3]))
-        flags[i] = left * right > 0 and min(abs(left), abs(right)) > threshold
+    # the medians of the (up to) two steps before and after each inner step: their means
+    before = np.r_[y[0], (y[:-3] + y[1:-2]) / 2.0]
+    after = np.r_[(y[2:-1] + y[3:]) / 2.0, y[-1]]
+    left, right = y[1:-1] - before, y[1:-1] - after
+    flags[1:-1] = (left * right > 0) & (np.minimum(np.abs(left), np.abs(right)) > threshold)
     # an end against the line through its two neighbours, whose noise is √6 times a step's
     end = threshold * math.sqrt(6.0)
     flags[0] = abs(y[0] - (2.0 * y[1] - y[2])) > end
@@ -277,6 +276,22 @@ def _spikes(y: F64, log_scale: bool) -> np.ndarray:
     neighbours[1:] |= flags[:-1]
     neighbours[:-1] |= flags[1:]
     return flags & ~neighbours
+
+
+def _neighbour_medians(y: F64) -> F64:
+    """The median of each step's (up to) four nearest steps: two before it and two after it, at
+    every step at once (the inner steps' four sorted; the two steps at each end apart)."""
+    n = y.size
+    out = np.empty(n)
+    if n > 4 and not np.isnan(y).any():  # NaN would sort last instead of giving NaN
+        window = np.sort(np.column_stack([y[:-4], y[1:-3], y[3:-1], y[4:]]), axis=1)
+        out[2:-2] = (window[:, 1] + window[:, 2]) / 2.0
+        ends = [0, 1, n - 2, n - 1]
+    else:
+        ends = list(range(n))
+    for i in ends:
+        out[i] = np.median(np.r_[y[max(0, i - 2) : i], y[i + 1 : i + 3]])
+    return out
 
 
 def _random_effects_line(x: F64, y: F64, var: F64) -> tuple[F64, float, float, float]:

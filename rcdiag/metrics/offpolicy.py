@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -155,21 +156,78 @@ def count_divisor(count: F64) -> F64:
     return np.maximum(count, 1.0)
 
 
-def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
-    offsets, mask = batch.offsets, batch.mask
-    ell = log_ratio
+TOKEN_PIECE = 1 << 20
+"""Tokens per piece of a long batch (one long response): the per-token temporaries of
+:func:`row_statistics` (and the profile's) are made a piece at a time and each row's sums added
+across the pieces, so memory stays bounded whatever a row's length."""
+
+
+def token_pieces(tokens: int) -> list[tuple[int, int]]:
+    """The pieces ``(start, end)`` a batch of ``tokens`` tokens is processed in: one for the
+    reader's batches (about 2²⁰ tokens), pieces of :data:`TOKEN_PIECE` for a batch over twice
+    that (a response longer than a batch).
+
+    Example:
+        >>> token_pieces(5), token_pieces(5 * TOKEN_PIECE // 2)[-1] == (2 * TOKEN_PIECE, 5 * TOKEN_PIECE // 2)
+        ([(0, 5)], True)
+    """
+    if tokens <= 2 * TOKEN_PIECE:
+        return [(0, tokens)]
+    return [(low, min(low + TOKEN_PIECE, tokens)) for low in range(0, tokens, TOKEN_PIECE)]
+
+
+_TOKEN_SUMS: dict[str, Kind] = {
+    "n": "sum",
+    "old_sum": "sum",
+    "seq_sum": "sum",
+    "abs_max": "max",
+    "row_weight": "sum",
+    "row_weight_sq": "sum",
+    "row_weight_abs_dev": "sum",
+    "outside_near": "sum",
+    "outside_far": "sum",
+    "row_abs": "sum",
+    "k3": "sum",
+    "catastrophic": "sum",
+}
+"""The per-row reductions over tokens that every row statistic is a function of."""
+
+
+def _token_sums(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
+    """Each row's :data:`_TOKEN_SUMS`, over the batch's :func:`token_pieces` (a row cut by a
+    piece boundary gets the sums of both parts)."""
+    offsets = batch.offsets
+    pieces = token_pieces(int(offsets[-1]))
+    if len(pieces) == 1:
+        return _piece_sums(batch, log_ratio, offsets, slice(None), veto_threshold)
+    out = {name: np.zeros(batch.rows) for name in _TOKEN_SUMS}
+    for start, end in pieces:
+        first = int(np.searchsorted(offsets, start, side="right")) - 1
+        last = int(np.searchsorted(offsets, end, side="left"))  # rows first .. last - 1
+        local = np.clip(offsets[first : last + 1], start, end) - start
+        piece = _piece_sums(batch, log_ratio, local, slice(start, end), veto_threshold)
+        for name, kind in _TOKEN_SUMS.items():
+            rows = out[name][first:last]
+            if kind == "sum":
+                rows += piece[name]
+            else:
+                np.maximum(rows, piece[name], out=rows)
+    return out
+
+
+def _piece_sums(
+    batch: RaggedBatch, log_ratio: F64, offsets: I64, tokens: slice, veto_threshold: float
+) -> dict[str, F64]:
+    """:data:`_TOKEN_SUMS` of the rows delimited by ``offsets`` within the ``tokens`` of the
+    batch."""
+    mask, ell = batch.mask[tokens], log_ratio[tokens]
     if batch.all_valid:  # the common dump without padding: no pass over the mask
-        n = batch.lengths.astype(np.float64)
-        old_sum = segment_sum(batch.old, offsets)
+        n = np.diff(offsets).astype(np.float64)
+        old_sum = segment_sum(batch.old[tokens], offsets)
     else:
         n = segment_sum(mask, offsets)
-        old_sum = segment_sum(np.where(mask, batch.old, 0.0), offsets)
-    divisor = count_divisor(n)
+        old_sum = segment_sum(np.where(mask, batch.old[tokens], 0.0), offsets)
     seq_sum = segment_sum(ell, offsets)
-    a = old_sum / divisor
-    b = (old_sum - seq_sum) / divisor  # Σ rollout = Σ old − Σ ℓ over the valid tokens
-    d = b - a
-
     expm1_ell = np.expm1(ell)  # ρ − 1, exactly 0 at invalid positions (ℓ = 0 there)
     abs_ell = np.abs(ell)
     abs_max = segment_max(abs_ell, offsets, empty=0.0)
@@ -184,20 +242,47 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
     row_weight = segment_sum(token_weight, offsets)
     np.square(token_weight, out=token_weight)
     row_weight_sq = segment_sum(token_weight, offsets)
+    del token_weight
     weight_deviation = np.abs(expm1_clamped)  # |w − 1| at valid tokens, 0 elsewhere
     row_weight_abs_dev = segment_sum(weight_deviation, offsets)
     rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
     outside_near = _segment_count(rho_deviation > 0.1, offsets)
+    del rho_deviation, weight_deviation, expm1_clamped
     outside_far = _segment_count(abs_ell > _LN2, offsets)
     row_abs = segment_sum(abs_ell, offsets)
+    del abs_ell
     np.subtract(expm1_ell, ell, out=expm1_ell)  # k3 per token: ρ − 1 − ℓ (ρ − 1 is not read again)
     k3 = segment_sum(expm1_ell, offsets)
-    seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
-    nonempty = n > 0
+    del expm1_ell
     catastrophic_flags = ell < np.log(veto_threshold)
     if veto_threshold > 1.0 and not batch.all_valid:  # log τ > 0 = ℓ at invalid positions
         catastrophic_flags &= mask
-    catastrophic = _segment_count(catastrophic_flags, offsets)
+    return {
+        "n": n,
+        "old_sum": old_sum,
+        "seq_sum": seq_sum,
+        "abs_max": abs_max,
+        "row_weight": row_weight,
+        "row_weight_sq": row_weight_sq,
+        "row_weight_abs_dev": row_weight_abs_dev,
+        "outside_near": outside_near,
+        "outside_far": outside_far,
+        "row_abs": row_abs,
+        "k3": k3,
+        "catastrophic": _segment_count(catastrophic_flags, offsets),
+    }
+
+
+def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
+    sums = _token_sums(batch, log_ratio, veto_threshold)
+    n, old_sum, seq_sum = sums["n"], sums["old_sum"], sums["seq_sum"]
+    row_weight, k3, catastrophic = sums["row_weight"], sums["k3"], sums["catastrophic"]
+    divisor = count_divisor(n)
+    a = old_sum / divisor
+    b = (old_sum - seq_sum) / divisor  # Σ rollout = Σ old − Σ ℓ over the valid tokens
+    d = b - a
+    seq_weight = np.exp(np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
+    nonempty = n > 0
     return {
         "rows": np.ones(batch.rows),
         "positions": batch.lengths.astype(np.float64),
@@ -216,14 +301,14 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "k3": k3,
         "chi2_seq": np.expm1(2.0 * np.clip(seq_sum, -SAFETY_BOUND, SAFETY_BOUND)),
         "token_weight": row_weight,
-        "token_weight_sq": row_weight_sq,
+        "token_weight_sq": sums["row_weight_sq"],
         "seq_weight": np.where(nonempty, seq_weight, 0.0),
         "seq_weight_sq": np.where(nonempty, seq_weight * seq_weight, 0.0),
-        "abs_log_ratio": row_abs,
-        "abs_log_ratio_max": abs_max,
+        "abs_log_ratio": sums["row_abs"],
+        "abs_log_ratio_max": sums["abs_max"],
         # |ρ − 1| > 0.1 is ρ ∉ [0.9, 1.1]; |ℓ| > ln 2 is ρ ∉ [0.5, 2] (0 at invalid positions)
-        "outside_0.9_1.1": outside_near,
-        "outside_0.5_2": outside_far,
+        "outside_0.9_1.1": sums["outside_near"],
+        "outside_0.5_2": sums["outside_far"],
         "catastrophic_tokens": catastrophic,
         "vetoed_rows": (catastrophic > 0).astype(np.float64),
         "length_max": n,
@@ -235,7 +320,7 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "k3_by_n": k3 * n,
         "token_weight_row_sq": row_weight * row_weight,
         "token_weight_by_n": row_weight * n,
-        "weight_abs_dev": row_weight_abs_dev,
+        "weight_abs_dev": sums["row_weight_abs_dev"],
     }
 
 
@@ -244,6 +329,29 @@ def _segment_count(flags: NDArray[np.bool_], offsets: I64) -> F64:
     if not flags.any():
         return np.zeros(offsets.size - 1)
     return segment_sum(flags, offsets)
+
+
+def verl_offpolicy_metrics(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The 13 metrics of :data:`VERL_OFFPOLICY_METRICS` from summed row statistics with a valid
+    token (:func:`offpolicy_metrics` gives the formulas); each statistic a float, or an array of
+    one value per step (then every metric is such an array)."""
+    rows, pooled = stats["rows"], stats["valid_tokens"]  # V: verl's Σm + 1e-8 (count_divisor)
+    return {
+        "rollout_corr/training_ppl": stats["training_ppl"] / rows,
+        "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
+        "rollout_corr/kl": -stats["log_ratio"] / pooled,
+        "rollout_corr/k3_kl": stats["k3"] / pooled,
+        "rollout_corr/rollout_ppl": stats["rollout_ppl"] / rows,
+        "rollout_corr/rollout_log_ppl": stats["rollout_log_ppl"] / rows,
+        "rollout_corr/log_ppl_diff": stats["log_ppl_diff"] / rows,
+        "rollout_corr/log_ppl_abs_diff": stats["log_ppl_abs_diff"] / rows,
+        "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
+        "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
+        "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
+        # verl: masked_mean(ρ²) − 1 with ρ² = exp(2·clamp ℓ) = w²
+        "rollout_corr/chi2_token": stats["token_weight_sq"] / pooled - 1.0,
+        "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
+    }
 
 
 def offpolicy_metrics(
@@ -283,22 +391,7 @@ def offpolicy_metrics(
     if valid == 0:
         return dict.fromkeys(names)
     pooled = valid  # verl's Σm + 1e-8 in float32 (see count_divisor); V ≥ 1 here
-    out: dict[str, float | None] = {
-        "rollout_corr/training_ppl": stats["training_ppl"] / rows,
-        "rollout_corr/training_log_ppl": stats["training_log_ppl"] / rows,
-        "rollout_corr/kl": -stats["log_ratio"] / pooled,
-        "rollout_corr/k3_kl": stats["k3"] / pooled,
-        "rollout_corr/rollout_ppl": stats["rollout_ppl"] / rows,
-        "rollout_corr/rollout_log_ppl": stats["rollout_log_ppl"] / rows,
-        "rollout_corr/log_ppl_diff": stats["log_ppl_diff"] / rows,
-        "rollout_corr/log_ppl_abs_diff": stats["log_ppl_abs_diff"] / rows,
-        "rollout_corr/log_ppl_diff_max": stats["log_ppl_diff_max"],
-        "rollout_corr/log_ppl_diff_min": stats["log_ppl_diff_min"],
-        "rollout_corr/ppl_ratio": stats["ppl_ratio"] / rows,
-        # verl: masked_mean(ρ²) − 1 with ρ² = exp(2·clamp ℓ) = w²
-        "rollout_corr/chi2_token": stats["token_weight_sq"] / pooled - 1.0,
-        "rollout_corr/chi2_seq": stats["chi2_seq"] / rows,
-    }
+    out: dict[str, float | None] = verl_offpolicy_metrics(stats)
     if legacy_veto is not None:
         out["rollout_corr/rollout_is_veto_fraction"] = (
             stats["vetoed_rows"] / rows if legacy_veto else 0.0

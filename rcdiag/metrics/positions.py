@@ -21,10 +21,12 @@ other evidence (:data:`POSITION_STATISTICS`):
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_sum
 
 POSITION_EDGES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64)
 """First position of each bin; the last bin runs to the end of the response."""
@@ -46,86 +48,103 @@ POSITION_STATISTICS: dict[str, Kind] = {
 
 
 def position_statistics(batch: RaggedBatch) -> dict[str, F64]:
-    """Per-row sums of :data:`POSITION_STATISTICS` (module docstring)."""
-    offsets, lengths = batch.offsets, batch.lengths
-    rows, bins = offsets.size - 1, len(POSITION_EDGES)
+    """Per-row sums of :data:`POSITION_STATISTICS` (module docstring).
+
+    The bins before the last come from a table of each row's first positions, the last bin and
+    the padded tails from sums over slices of the rows: no array of a position per token, so a
+    long response costs no more than its |ℓ|.
+    """
+    offsets, valid = batch.offsets, batch.mask
     abs_ell = np.abs(batch.log_ratio)  # 0 at invalid positions
-    position = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-    # one key per (row, position bin): two weighted counts give every bin's sums at once
-    key = _BIN_OF[np.minimum(position, POSITION_EDGES[-1])]
-    key += np.repeat(np.arange(rows, dtype=np.int64) * bins, lengths)
-    size = rows * bins
-    sums = np.bincount(key, abs_ell, size).astype(np.float64, copy=False).reshape(rows, bins)
-    counts = np.bincount(key, batch.mask, size).astype(np.float64, copy=False).reshape(rows, bins)
+    head = POSITION_EDGES[-1]
+    width = int(min(head, np.diff(offsets).max(initial=0)))
+    column = np.arange(width, dtype=np.int64)
+    inside = column < np.diff(offsets)[:, None]
+    index = np.where(inside, offsets[:-1, None] + column, 0)
+    head_abs = np.where(inside, abs_ell[index], 0.0)
+    head_valid = inside & valid[index]
     stats: dict[str, F64] = {}
-    for index, edge in enumerate(POSITION_EDGES):
-        stats[f"pos_{edge}_abs"] = sums[:, index]
-        stats[f"pos_{edge}_n"] = counts[:, index]
+    for low, high in itertools.pairwise(POSITION_EDGES):
+        stats[f"pos_{low}_abs"] = head_abs[:, low:high].sum(axis=1)
+        stats[f"pos_{low}_n"] = head_valid[:, low:high].sum(axis=1, dtype=np.float64)
+    tails = _cut(offsets, np.minimum(offsets[:-1] + head, offsets[1:]))
+    stats[f"pos_{head}_abs"] = segment_sum(abs_ell, tails)[1::2]
+    stats[f"pos_{head}_n"] = segment_sum(valid, tails)[1::2]
     stats.update(_padded_ends(batch, abs_ell))
     return stats
 
 
-_BIN_OF = (
-    np.searchsorted(np.asarray(POSITION_EDGES), np.arange(POSITION_EDGES[-1] + 1), "right") - 1
-)
-"""The bin of each position 0 … the last edge (positions past it share the last bin)."""
+def _cut(offsets: I64, at: I64) -> I64:
+    """Segment offsets that cut each row ``[offsets[i], offsets[i + 1])`` at ``at[i]`` (within
+    it): :func:`segment_sum` of them gives at its odd entries each row's sum over
+    ``[at[i], offsets[i + 1])``."""
+    out = np.empty(2 * offsets.size - 1, dtype=np.int64)
+    out[0::2] = offsets
+    out[1::2] = at
+    return out
 
 
-def _runs(values: F64, valid: np.ndarray, offsets: I64) -> tuple[I64, I64]:
-    """Per row: how many of its first valid positions hold the same value as its first one, and
-    how many of its last hold the same value as its last one (0 for a row that does not start,
-    or end, on a valid position).
+def _end_run(values: F64, valid: np.ndarray, offsets: I64, from_end: bool) -> I64:
+    """Per row: how many of its first (``from_end``: last) positions are valid and hold the value
+    of its first (last) position; 0 for a row that starts (ends) on an invalid position.
 
-    A *break* is a position that does not continue the run before it: a row's start, a new
-    value, an invalid position or the one after it. The trailing run starts at the row's last
-    break; the leading run ends at the first break after the row's start.
+    Read from a table of each row's first (last) positions, widened for the rows whose run is
+    longer: most runs are one position long, and a long row costs no array per token.
     """
-    n, rows = values.size, offsets.size - 1
-    lead, tail = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
-    nonempty = offsets[1:] > offsets[:-1]
-    if n == 0 or not nonempty.any():
-        return lead, tail
-    starts, ends = offsets[:-1][nonempty], offsets[1:][nonempty]
-    invalid = ~valid
-    breaks = np.empty(n, dtype=bool)
-    breaks[0] = True
-    np.not_equal(values[1:], values[:-1], out=breaks[1:])
-    breaks |= invalid
-    breaks[1:] |= invalid[:-1]
-    breaks[starts] = True
-    index = np.arange(n, dtype=np.int64)
-    last_break = np.maximum.reduceat(np.where(breaks, index, -1), starts)
-    tail[nonempty] = np.where(valid[ends - 1], ends - last_break, 0)
-    breaks[starts] = False  # the first break after each start ends its leading run
-    first_break = np.minimum(np.minimum.reduceat(np.where(breaks, index, n), starts), ends)
-    lead[nonempty] = np.where(valid[starts], first_break - starts, 0)
-    return lead, tail
+    rows = offsets.size - 1
+    out = np.zeros(rows, dtype=np.int64)
+    lengths = np.diff(offsets)
+    pending = np.flatnonzero(lengths > 0)
+    width = 8
+    while pending.size:
+        length = lengths[pending]
+        end = offsets[pending + 1] - 1 if from_end else offsets[pending]
+        window = np.minimum(length, width)
+        column = np.arange(int(window.max()), dtype=np.int64)
+        inside = column < window[:, None]
+        step = -column if from_end else column
+        position = np.where(inside, end[:, None] + step, end[:, None])
+        with np.errstate(invalid="ignore"):
+            stops = ~valid[position] | (values[position] != values[end][:, None])
+        stops &= inside
+        found = stops.any(axis=1)
+        whole = ~found & (window == length)  # the run is the whole row
+        out[pending[found]] = np.argmax(stops[found], axis=1)
+        out[pending[whole]] = length[whole]
+        pending = pending[~found & ~whole]
+        width *= 4
+    return out
 
 
-def _padded(runs: tuple[I64, I64], other: tuple[I64, I64], side: int) -> I64:
-    """Per row, a candidate padded run on one ``side`` (0 leading, 1 trailing): one column
-    repeats over ≥ :data:`PAD_RUN` positions and the other does not repeat as long."""
-    mine, theirs = runs[side], other[side]
-    run, shorter = np.maximum(mine, theirs), np.minimum(mine, theirs)
+def _padded(rollout: I64, old: I64) -> I64:
+    """Per row, a candidate padded run at one end: one column repeats over ≥ :data:`PAD_RUN`
+    positions there and the other does not repeat as long."""
+    run, shorter = np.maximum(rollout, old), np.minimum(rollout, old)
     return np.where((run >= PAD_RUN) & (shorter < run), run, 0)
 
 
 def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
-    offsets = batch.offsets
-    rollout = _runs(batch.rollout, batch.mask, offsets)
-    old = _runs(batch.old, batch.mask, offsets)
-    lead, tail = _padded(rollout, old, 0), _padded(rollout, old, 1)
+    offsets, valid = batch.offsets, batch.mask
+    starts, ends = offsets[:-1], offsets[1:]
+
+    def runs(from_end: bool) -> I64:
+        return _padded(
+            _end_run(batch.rollout, valid, offsets, from_end),
+            _end_run(batch.old, valid, offsets, from_end),
+        )
+
+    # Σ|ℓ| over each candidate run: the columns differ there by more than PAD_GAP on average
     with np.errstate(invalid="ignore"):
-        cumulative = np.concatenate([[0.0], np.cumsum(abs_ell)])
-        starts, ends = offsets[:-1], offsets[1:]
-        # the columns differ there by more than PAD_GAP on average: never generated
-        tail_abs = cumulative[ends] - cumulative[ends - tail]
+        tail = runs(from_end=True)
+        tail_abs = segment_sum(abs_ell, _cut(offsets, ends - tail))[1::2]
         tail = np.where(tail_abs > PAD_GAP * tail, tail, 0)
-        lead_abs = cumulative[starts + lead] - cumulative[starts]
+        lead = runs(from_end=False)
+        lead_abs = segment_sum(abs_ell, _cut(offsets, starts + lead))[0::2]
         lead = np.where(lead_abs > PAD_GAP * lead, lead, 0)
         lead = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
-        padded_abs = (cumulative[ends] - cumulative[ends - tail]) + (
-            cumulative[starts + lead] - cumulative[starts]
+        padded_abs = (
+            segment_sum(abs_ell, _cut(offsets, ends - tail))[1::2]
+            + segment_sum(abs_ell, _cut(offsets, starts + lead))[0::2]
         )
     return {
         "pad_rows": ((tail > 0) | (lead > 0)).astype(np.float64),

@@ -43,7 +43,8 @@ from rcdiag.metrics.bins import (
     rollout_prob_bucket,
     signed_log_bin,
 )
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_max, segment_sum
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics, token_pieces
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 
 DEFAULT_TOP_K = 20
 
@@ -153,54 +154,20 @@ class MismatchProfile:
         rows = batch.rows
         if rows == 0:
             return
-        offsets, mask = batch.offsets, batch.mask
+        offsets = batch.offsets
         full = batch.log_ratio  # 0 at invalid positions: so are |ℓ|, ℓ² and k3
-        with np.errstate(over="ignore", invalid="ignore"):  # k3 of a huge ℓ is +inf, as in verl
-            k3_full = np.expm1(full)
-            k3_full -= full
-            squares = full * full  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
-        abs_full = np.abs(full)
-        per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
-        rollout = batch.rollout
-        if not batch.all_valid:
-            per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
-            rollout = rollout[mask]
-        self.valid_tokens += int(per_token[0].size)
-        self.token_histogram += np.bincount(
-            signed_log_bin(per_token[0]), minlength=self.token_histogram.size
-        )
-        self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)
-
         # positions: a run of one bucket in one row is contiguous, so one reduction per run
         starts, bucket = position_runs(offsets)
-        if starts.size:
-            with np.errstate(over="ignore", invalid="ignore"):
-                run_sums = [np.add.reduceat(v, starts) for v in (full, abs_full, squares, k3_full)]
-            run_max = np.maximum.reduceat(abs_full, starts)
-            run_tokens = (
-                np.diff(np.append(starts, offsets[-1])).astype(np.float64)
-                if batch.all_valid
-                else np.add.reduceat(mask, starts, dtype=np.float64)
-            )
-            self.by_position.add(bucket, run_tokens, (*run_sums, run_max))  # type: ignore[arg-type]
+        for low, high in token_pieces(int(offsets[-1])):  # bounded for a long response
+            if high > low:
+                self._add_tokens(batch, low, high, starts, bucket)
 
-        if row_sums is None:
-            n = segment_sum(mask, offsets)
-            seq_sum = segment_sum(full, offsets)
-            row_abs_sum = segment_sum(abs_full, offsets)
-            row_k3 = segment_sum(k3_full, offsets)
-            row_abs_max = segment_max(abs_full, offsets, empty=0.0)
-        else:
-            n, seq_sum, row_abs_sum, row_k3, row_abs_max = (
-                row_sums[name]
-                for name in (
-                    "valid_tokens",
-                    "log_ratio",
-                    "abs_log_ratio",
-                    "k3",
-                    "abs_log_ratio_max",
-                )
-            )
+        if row_sums is None:  # the analysis's per-row statistics hold them
+            row_sums = row_statistics(batch, full, DEFAULT_VETO_THRESHOLD)
+        n, seq_sum, row_abs_sum, row_k3, row_abs_max = (
+            row_sums[name]
+            for name in ("valid_tokens", "log_ratio", "abs_log_ratio", "k3", "abs_log_ratio_max")
+        )
         nonempty = n > 0
         self.empty_rows += int(rows - nonempty.sum())
         s, length = seq_sum[nonempty], n[nonempty]
@@ -225,6 +192,43 @@ class MismatchProfile:
             self._offer("by_abs_sum", batch, np.abs(seq_sum), nonempty, full)
             self._offer("by_max_token", batch, row_abs_max, nonempty, full)
         self.rows_seen += rows
+
+    def _add_tokens(
+        self, batch: RaggedBatch, low: int, high: int, starts: I64, bucket: I64
+    ) -> None:
+        """Fold the tokens ``low:high`` of the batch into the histograms and the buckets (the runs
+        of positions :func:`position_runs` gives as ``starts``, ``bucket``: those cut by a piece
+        boundary count in both pieces' sums and maxima)."""
+        full, mask = batch.log_ratio[low:high], batch.mask[low:high]
+        with np.errstate(over="ignore", invalid="ignore"):  # k3 of a huge ℓ is +inf, as in verl
+            k3_full = np.expm1(full)
+            k3_full -= full
+            squares = full * full  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
+        abs_full = np.abs(full)
+        per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
+        rollout = batch.rollout[low:high]
+        if not batch.all_valid:
+            per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
+            rollout = rollout[mask]
+        self.valid_tokens += int(per_token[0].size)
+        self.token_histogram += np.bincount(
+            signed_log_bin(per_token[0]), minlength=self.token_histogram.size
+        )
+        self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)
+        ends = np.append(starts[1:], batch.offsets[-1])
+        first = int(np.searchsorted(ends, low, side="right"))  # the runs inside low:high
+        last = int(np.searchsorted(starts, high, side="left"))
+        local = np.maximum(starts[first:last], low) - low
+        if local.size:
+            with np.errstate(over="ignore", invalid="ignore"):
+                run_sums = [np.add.reduceat(v, local) for v in (full, abs_full, squares, k3_full)]
+            run_max = np.maximum.reduceat(abs_full, local)
+            run_tokens = (
+                np.diff(np.append(local, high - low)).astype(np.float64)
+                if batch.all_valid
+                else np.add.reduceat(mask, local, dtype=np.float64)
+            )
+            self.by_position.add(bucket[first:last], run_tokens, (*run_sums, run_max))  # type: ignore[arg-type]
 
     def _offer(
         self,

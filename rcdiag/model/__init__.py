@@ -37,6 +37,7 @@ from rcdiag.model.comparison import ComparisonResult
 from rcdiag.model.configuration import (
     ConfigurationResult,
     PresetStep,
+    PresetSteps,
     SweepPoint,
     SweepResult,
     WorstStep,
@@ -63,6 +64,7 @@ __all__ = [
     "Histogram",
     "MetricStatus",
     "PresetStep",
+    "PresetSteps",
     "Profile",
     "Recommendation",
     "ReportDocument",

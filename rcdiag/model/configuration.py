@@ -9,9 +9,9 @@ grid point (:class:`SweepPoint`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from rcdiag.model.fields import (
     Field,
@@ -102,6 +102,88 @@ class PresetStep(JsonRecord):
         )
 
 
+class PresetSteps(Sequence[PresetStep]):
+    """A configuration's steps held as columns: one float64 row per figure (and per metric) with
+    one value per step, and where each is defined; a :class:`PresetStep` is built when read, so
+    that many steps and configurations cost 8 bytes a value, not a dictionary per step.
+
+    Args:
+        steps: the steps, in increasing order.
+        figures: names of the comparison figures, their values (figures × steps) and where they
+            are defined.
+        metrics: the same for verl's metrics, or None where the document keeps figures only.
+
+    Example:
+        >>> import numpy as np
+        >>> steps = PresetSteps([3], (("ess",), np.array([[0.5]]), np.array([[True]])), None)
+        >>> steps[0]
+        PresetStep(step=3, summary={'ess': 0.5}, metrics=None)
+    """
+
+    def __init__(self, steps: Sequence[int], figures: Columns, metrics: Columns | None) -> None:
+        self._steps = [int(s) for s in steps]
+        self._figures = figures
+        self._metrics = metrics
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @overload
+    def __getitem__(self, index: int) -> PresetStep: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PresetStep, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PresetStep | tuple[PresetStep, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        j = range(len(self._steps))[index]
+        return PresetStep(
+            self._steps[j],
+            _point(self._figures, j),
+            None if self._metrics is None else _point(self._metrics, j),
+        )
+
+    def __iter__(self) -> Iterator[PresetStep]:
+        figures = _points(self._figures)
+        metrics = None if self._metrics is None else _points(self._metrics)
+        for j, step in enumerate(self._steps):
+            yield PresetStep(step, figures[j], None if metrics is None else metrics[j])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PresetSteps({len(self)} steps)"
+
+
+Columns = tuple[Sequence[str], Any, Any]
+"""Names, a float64 matrix of values (names × steps) and a bool matrix of where each is defined."""
+
+
+def _point(columns: Columns, j: int) -> dict[str, Number]:
+    names, values, defined = columns
+    column_values, column_defined = values[:, j].tolist(), defined[:, j].tolist()
+    return {
+        n: v if d else None for n, v, d in zip(names, column_values, column_defined, strict=True)
+    }
+
+
+def _points(columns: Columns) -> list[dict[str, Number]]:
+    """Every step's values, converted in one sweep (columns to Python floats once)."""
+    names, values, defined = columns
+    rows = values.T.tolist()
+    flags = defined.T.tolist()
+    return [
+        {n: v if d else None for n, v, d in zip(names, row, where, strict=True)}
+        for row, where in zip(rows, flags, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class ConfigurationResult(JsonRecord):
     """What one configuration (a preset, a ``--config`` file) would do to the dump: an entry of
@@ -127,7 +209,7 @@ class ConfigurationResult(JsonRecord):
     summary: Figures
     worst_steps: Mapping[str, WorstStep | None]
     fully_rejected_steps: tuple[int, ...]
-    steps: tuple[PresetStep, ...]
+    steps: Sequence[PresetStep]
     purpose: str | None = None
     framework: str | None = None
 

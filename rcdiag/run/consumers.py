@@ -12,17 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from rcdiag.correction.compare import NamedConfig, PresetComparison
-from rcdiag.correction.view import TokenView
-from rcdiag.frameworks.analysis import FrameworkMetrics
-from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
-from rcdiag.metrics.bootstrap import PoissonBootstrap
-from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import F64, RaggedBatch
 from rcdiag.run.dump import DumpSpec
+
+if TYPE_CHECKING:  # imported by the consumers a request asks for: analyze needs none of them
+    from rcdiag.correction.compare import NamedConfig, PresetComparison
+    from rcdiag.frameworks.analysis import FrameworkMetrics
+    from rcdiag.frameworks.base import Framework
+    from rcdiag.metrics.bootstrap import PoissonBootstrap
+    from rcdiag.metrics.profile import MismatchProfile
 
 
 @dataclass(frozen=True)
@@ -72,18 +74,28 @@ class Consumers:
         analysis = OffPolicyAnalysis(options)
         comparison = None
         if request.configs or request.summary_only:
+            from rcdiag.correction.compare import PresetComparison
+
             comparison = PresetComparison(
                 request.configs, request.summary_only, base=analysis.stats
             )
         top_k = request.profile_top_k
-        profile = None if top_k is None else MismatchProfile(top_k)
+        profile = None
+        if top_k is not None:
+            from rcdiag.metrics.profile import MismatchProfile
+
+            profile = MismatchProfile(top_k)
         boot = None
         if request.bootstrap is not None:
+            from rcdiag.metrics.bootstrap import PoissonBootstrap
+
             b = request.bootstrap
             veto = options.effective_veto_threshold
             boot = PoissonBootstrap(b.replicates, b.seed, b.stream, veto)
         frameworks = None
         if request.frameworks:
+            from rcdiag.frameworks.analysis import FrameworkMetrics
+
             frameworks = FrameworkMetrics(request.frameworks, analysis.stats)
         return cls(analysis, comparison, profile, boot, frameworks)
 
@@ -93,11 +105,16 @@ class Consumers:
         if self.bootstrap is not None and row_stats is not None:
             self.bootstrap.add(row_stats, batch.stream_rows)
         shared = self.comparison is not None or self.frameworks is not None
-        view = TokenView(batch) if shared else None  # what both compute from the batch, once
+        view = None
+        if shared:
+            from rcdiag.correction.view import TokenView
+
+            view = TokenView(batch)  # what both compute from the batch, once
         if self.comparison is not None:
             self.comparison.update(batch, view)
         if self.frameworks is not None:
             self.frameworks.update(batch, view)
+        del view  # its token arrays are not held while the profile makes its own
         if self.profile is not None:
             self.profile.update(batch, row_stats)
 

@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 
 def frameworks_of(value: str | Sequence[str] | None, option: str) -> list[Framework]:
     """The frameworks of a ``frameworks=`` argument (none when not given)."""
+    if value is None:
+        return []  # the registry imports every framework: only when one is named
     from rcdiag.frameworks import parse_frameworks
 
-    return [] if value is None else parse_frameworks(value, option)
+    return parse_frameworks(value, option)
 
 
 def framework_modes(value: str | Sequence[str] | None) -> list[NamedConfig]:

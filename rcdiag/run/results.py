@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from rcdiag.assess.diagnosis.causes import Diagnosis, diagnose
 from rcdiag.assess.diagnosis.observations import Observations
 from rcdiag.assess.diagnosis.spikes import isolated_spikes
 from rcdiag.assess.judge import judge
 from rcdiag.assess.verdict.signals import verdict
-from rcdiag.correction.compare import NamedConfig, PresetComparison, worst_steps
-from rcdiag.correction.sweep import Sweep
 from rcdiag.dialects import Dialect
 from rcdiag.errors import InputError
-from rcdiag.frameworks.base import Framework
 from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.analysis import AnalyzeOptions, OffPolicyAnalysis
 from rcdiag.metrics.grouped import GroupedStats
@@ -27,7 +27,7 @@ from rcdiag.model import (
     AnalysisResult,
     ComparisonResult,
     ConfigurationResult,
-    PresetStep,
+    PresetSteps,
     RunOptions,
     SourceInfo,
     StepResult,
@@ -41,6 +41,11 @@ from rcdiag.model.diagnosis import MetricStatus
 from rcdiag.run.consumers import Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 from rcdiag.run.engine import run
+
+if TYPE_CHECKING:  # the comparison's modules: imported by the passes that compare
+    from rcdiag.correction.compare import NamedConfig, PresetComparison
+    from rcdiag.correction.sweep import Sweep
+    from rcdiag.frameworks.base import Framework
 
 __all__ = [
     "analysis_result",
@@ -159,8 +164,13 @@ def configuration_result(
     """What one configuration would do (an entry of a comparison's ``presets``, docs/report.md);
     without ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller
     documents); ``purpose``: the preset's, for the report."""
-    step_summaries = [(s, comparison.summary(named.name, s)) for s in comparison.steps()]
-    worst = worst_steps(step_summaries)
+    from rcdiag.correction.compare import worst_steps
+
+    steps = comparison.steps()
+    figures = comparison.summary_columns(named.name)  # every step at once, as columns
+    kept = figures.names.index("kept_token_share")
+    fully_rejected = np.flatnonzero(figures.defined[kept] & (figures.values[kept] == 0.0))
+    worst = worst_steps(steps, figures)
     return ConfigurationResult(
         name=named.name,
         framework=None if named.framework == "verl" else named.framework,
@@ -172,16 +182,11 @@ def configuration_result(
             figure: None if w is None else WorstStep(step=w["step"], value=w["value"])
             for figure, w in worst.items()
         },
-        fully_rejected_steps=tuple(
-            s for s, fig in step_summaries if fig["kept_token_share"] == 0.0
-        ),
-        steps=tuple(
-            PresetStep(
-                step=s,
-                summary=fig,
-                metrics=comparison.metrics(named.name, s) if per_step_metrics else None,
-            )
-            for s, fig in step_summaries
+        fully_rejected_steps=tuple(np.asarray(steps)[fully_rejected].tolist()),
+        steps=PresetSteps(
+            steps,
+            figures,
+            comparison.metric_columns(named.name) if per_step_metrics else None,
         ),
     )
 
@@ -272,6 +277,7 @@ def compare_and_recommend(
     """
     from rcdiag.assess.recommendation.candidates import candidate_sweeps
     from rcdiag.assess.recommendation.ranking import recommend
+    from rcdiag.correction.compare import NamedConfig
     from rcdiag.correction.presets import PRESETS
 
     # "/" cannot be in a preset name nor a file stem: no clash with the compared names
