@@ -34,7 +34,7 @@ from rcdiag.commands._common import (
 )
 from rcdiag.commands._layout import Col, fitted_tables, header_line, paragraph
 from rcdiag.commands._terminal import plural, progress_bar, warn_about_input
-from rcdiag.correction.compare import SUMMARY_FIGURES, WORSE_WHEN_LOWER
+from rcdiag.correction.figures import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.io.paths import printable

@@ -17,6 +17,7 @@ from rcdiag.correction.columns import Columns, GetterMapping, Partial, as_column
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import Component, Getter, Metrics
 from rcdiag.correction.external import ExternalOutcome, ExternalPlan
+from rcdiag.correction.figures import kept_figures
 from rcdiag.correction.importance import BatchNormalisation, Importance
 from rcdiag.correction.outcome import Outcome, plan_components
 from rcdiag.correction.view import TokenView
@@ -29,20 +30,6 @@ from rcdiag.metrics.offpolicy import (
     verl_offpolicy_metrics,
 )
 from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch
-
-SUMMARY_FIGURES: dict[str, str] = {
-    "kept_token_share": "share of valid tokens the configuration keeps",
-    "kept_sequence_share": "share of sequences (with a valid token) that lose no token",
-    "rejected_sequence_share": "share of sequences with every valid token rejected",
-    "weight_mass_removed": "Σ(R − W) / ΣR over kept tokens: IS weight removed by truncation or "
-    "IcePop (a bias proxy; null without IS)",
-    "ess": "Kish effective sample size (ΣW)² / (N·ΣW²) of the applied weights over kept tokens "
-    "(1 without IS)",
-    "max_weight": "largest applied weight on a kept token, after batch normalisation (null without IS)",
-}
-"""rcdiag's comparison figures (the ``summary`` object), and what each means."""
-
-WORSE_WHEN_LOWER = {"kept_token_share", "kept_sequence_share", "ess"}
 
 
 @dataclass(frozen=True)
@@ -58,15 +45,6 @@ class NamedConfig:
     def framework(self) -> str:
         """``verl``, or the framework whose correction mode this is."""
         return self.plan.framework if isinstance(self.plan, ExternalPlan) else "verl"
-
-
-STEP_FIGURES = (
-    "kept_token_share",
-    "kept_sequence_share",
-    "rejected_sequence_share",
-    "weight_mass_removed",
-)
-"""The summary figures :meth:`PresetComparison.step_figures` gives for every step at once."""
 
 
 @dataclass
@@ -278,8 +256,9 @@ class PresetComparison:
         return table
 
     def summary_columns(self, name: str, whole: bool = False) -> Columns:
-        """rcdiag's comparison figures (:data:`SUMMARY_FIGURES`) for configuration ``name`` at
-        every step, in increasing step order (or over the whole dump)."""
+        """rcdiag's comparison figures (:data:`~rcdiag.correction.figures.SUMMARY_FIGURES`)
+        for configuration ``name`` at every step, in increasing step order (or over the whole
+        dump)."""
         key = ("summary", name, whole)
         table = self._tables.get(key)
         if table is not None:
@@ -313,7 +292,8 @@ class PresetComparison:
         return self.metric_columns(name).point(self._position(step))
 
     def summary(self, name: str, step: int | None = None) -> dict[str, float | None]:
-        """rcdiag's comparison figures (:data:`SUMMARY_FIGURES`) for one configuration."""
+        """rcdiag's comparison figures (:data:`~rcdiag.correction.figures.SUMMARY_FIGURES`)
+        for one configuration."""
         if step is None:
             return self.summary_columns(name, whole=True).point(0)
         return self.summary_columns(name).point(self._position(step))
@@ -348,11 +328,12 @@ class PresetComparison:
         return figures
 
     def step_figures(self, name: str) -> tuple[I64, dict[str, F64]]:
-        """The kept shares and the IS weight mass truncated (:data:`STEP_FIGURES`) of
-        configuration ``name`` at every step at once: the steps in order and one array per figure
-        over them (NaN where :meth:`summary` has none: a step without a valid token or a kept
-        one, a configuration without IS or of another framework); :meth:`summary`'s formulas,
-        vectorised over the steps."""
+        """The kept shares and the IS weight mass truncated
+        (:data:`~rcdiag.correction.figures.STEP_FIGURES`) of configuration ``name`` at every step
+        at once: the steps in order and one array per figure over them (NaN where
+        :meth:`summary` has none: a step without a valid token or a kept one, a configuration
+        without IS or of another framework); :meth:`summary`'s formulas, vectorised over the
+        steps."""
         config = self.configs[name]
         plan = config.plan
         outcome = plan.outcome() if isinstance(plan, ExternalPlan) else Outcome(plan)
@@ -406,33 +387,3 @@ def _metrics_of(
 ) -> Callable[[Callable[[Component | None], Getter]], Mapping[str, Any]]:
     """What :meth:`PresetComparison._evaluate` computes for one part's metrics."""
     return lambda getter: part.metrics(getter(part))
-
-
-def kept_figures(get: Getter, valid: float, nonempty: float) -> dict[str, float | None]:
-    """The shares of tokens and sequences a configuration keeps; the weight figures left None
-    (filled by the caller when the configuration has IS and keeps a token)."""
-    return {
-        "kept_token_share": get("kept") / valid,
-        "kept_sequence_share": (nonempty - get("rejected_rows")) / nonempty,
-        "rejected_sequence_share": get("fully_rejected_rows") / nonempty,
-        "weight_mass_removed": None,
-        "ess": None,
-        "max_weight": None,
-    }
-
-
-def worst_steps(steps: Sequence[int], figures: Columns) -> dict[str, Any]:
-    """For each summary figure, the first step where it is worst (lowest or highest, NaN and
-    undefined values left out) and its value there; None where no step has a value."""
-    worst: dict[str, Any] = {}
-    for figure in SUMMARY_FIGURES:
-        row = figures.names.index(figure)
-        values = figures.values[row]
-        candidates = np.flatnonzero(figures.defined[row] & ~np.isnan(values))
-        if not candidates.size:
-            worst[figure] = None
-            continue
-        picked = values[candidates]
-        at = candidates[np.argmin(picked) if figure in WORSE_WHEN_LOWER else np.argmax(picked)]
-        worst[figure] = {"step": int(steps[at]), "value": float(values[at])}
-    return worst

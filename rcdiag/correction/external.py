@@ -7,7 +7,7 @@ batch. Everything is computed on the shared :class:`~rcdiag.correction.view.Toke
 memoised by the part it depends on: two modes with the same weights (or the same weights as a verl
 preset: a clamped token ratio is verl's ``raw_weights``) share one pass over the tokens.
 
-The summary figures (:data:`~rcdiag.correction.compare.SUMMARY_FIGURES`) come from
+The summary figures (:data:`~rcdiag.correction.figures.SUMMARY_FIGURES`) come from
 :class:`ExternalOutcome`, with the same statistics as verl's
 :class:`~rcdiag.correction.outcome.Outcome`; each framework adds a component for the metrics it logs
 (:meth:`ExternalPlan.components`).

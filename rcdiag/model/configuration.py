@@ -1,7 +1,7 @@
 """What one rollout-correction configuration would do to a dump, and a threshold sweep.
 
 Each configuration (:class:`ConfigurationResult`) has every metric verl logs for it and rcdiag's
-comparison figures (its ``summary``: :data:`~rcdiag.correction.compare.SUMMARY_FIGURES`), overall
+comparison figures (its ``summary``: :data:`~rcdiag.correction.figures.SUMMARY_FIGURES`), overall
 and per step (:class:`PresetStep`); a threshold sweep (:class:`SweepResult`) has the figures of each
 grid point (:class:`SweepPoint`).
 """

@@ -164,7 +164,7 @@ def configuration_result(
     """What one configuration would do (an entry of a comparison's ``presets``, docs/report.md);
     without ``per_step_metrics`` the steps carry only rcdiag's summary figures (smaller
     documents); ``purpose``: the preset's, for the report."""
-    from rcdiag.correction.compare import worst_steps
+    from rcdiag.correction.figures import worst_steps
 
     steps = comparison.steps()
     figures = comparison.summary_columns(named.name)  # every step at once, as columns
