@@ -31,12 +31,11 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from rcdiag.argument_checks import (
     check_arguments,
@@ -60,6 +59,7 @@ from rcdiag.model import (
     ReportDocument,
 )
 from rcdiag.report import notebook as _notebook  # noqa: F401 (results draw themselves in notebooks)
+from rcdiag.report.progress import shows_progress_in_notebooks
 from rcdiag.run.dump import (
     DumpArguments,
     PathLike,
@@ -76,31 +76,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from rcdiag.run.convert import Converted
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _notebook_progress(function: F) -> F:
-    """In a Jupyter notebook, a call without ``progress=`` shows a bar of the rows read under the
-    cell (:class:`rcdiag.report.progress.NotebookProgress`), and one line when done; anywhere else
-    nothing is shown unless ``progress`` is given."""
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("progress") is not None:
-            return function(*args, **kwargs)
-        from rcdiag.report.progress import NotebookProgress, in_notebook
-
-        if not in_notebook():
-            return function(*args, **kwargs)
-        bar = NotebookProgress()
-        try:
-            return function(*args, **{**kwargs, "progress": bar})
-        finally:
-            bar.finish()
-
-    return wrapper  # type: ignore[return-value]
 
 
 __all__ = [
@@ -120,7 +95,7 @@ __all__ = [
 
 
 @speaks_python
-@_notebook_progress
+@shows_progress_in_notebooks
 def analyze(
     paths: Paths,
     *,
@@ -165,7 +140,7 @@ def analyze(
 
 @speaks_python
 @renamed(framework="frameworks")
-@_notebook_progress
+@shows_progress_in_notebooks
 def compare_presets(
     paths: Paths,
     *,
@@ -220,7 +195,7 @@ def compare_presets(
 
 
 @speaks_python
-@_notebook_progress
+@shows_progress_in_notebooks
 def report(
     paths: Paths | None = None,
     *,
@@ -291,7 +266,7 @@ def _translated(document: ReportDocument, framework: str | None) -> ReportDocume
 
 @speaks_python
 @renamed(framework="translate")
-@_notebook_progress
+@shows_progress_in_notebooks
 def recommend(
     paths: Paths | None = None,
     *,
@@ -342,7 +317,7 @@ def recommend(
 
 
 @speaks_python
-@_notebook_progress
+@shows_progress_in_notebooks
 def check(
     paths: Paths,
     *,
@@ -422,7 +397,7 @@ def check(
 
 
 @speaks_python
-@_notebook_progress
+@shows_progress_in_notebooks
 def baseline(
     paths: Paths,
     *,
@@ -474,7 +449,7 @@ def baseline(
 
 
 @speaks_python
-@_notebook_progress
+@shows_progress_in_notebooks
 def convert(
     paths: Paths,
     output: PathLike,

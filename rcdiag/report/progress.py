@@ -8,10 +8,12 @@ and the commands draw their own bar on a terminal's stderr.
 
 from __future__ import annotations
 
+import functools
 import html
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 UPDATE_EVERY = 0.2
 """Seconds between two redraws at most (a pass reports every batch; redraws cost the kernel)."""
@@ -68,3 +70,26 @@ class NotebookProgress:
         seconds = time.monotonic() - self.started
         text = f"rcdiag: read {self.done:,} {self.unit} in {seconds:.1f} s"
         self._draw({"text/plain": text, "text/html": f'<div class="rcdiag-progress">{text}</div>'})
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def shows_progress_in_notebooks(function: F) -> F:
+    """In a Jupyter notebook, a call without ``progress=`` shows a bar of the rows read under the
+    cell (:class:`NotebookProgress`), and one line when done; anywhere else
+    nothing is shown unless ``progress`` is given."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("progress") is not None:
+            return function(*args, **kwargs)
+        if not in_notebook():
+            return function(*args, **kwargs)
+        bar = NotebookProgress()
+        try:
+            return function(*args, **{**kwargs, "progress": bar})
+        finally:
+            bar.finish()
+
+    return wrapper  # type: ignore[return-value]
