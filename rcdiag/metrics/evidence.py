@@ -134,22 +134,25 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
             empty[name] = np.full(batch.rows, -np.inf)
         return empty
     sampled = batch.mask[index] & inside
+    raw_x, raw_y = batch.rollout[index], batch.old[index]
     stats: dict[str, F64] = {
-        "rollout_min": np.where(sampled, batch.rollout[index], np.inf).min(axis=1),
-        "rollout_max": np.where(sampled, batch.rollout[index], -np.inf).max(axis=1),
-        "old_min": np.where(sampled, batch.old[index], np.inf).min(axis=1),
-        "old_max": np.where(sampled, batch.old[index], -np.inf).max(axis=1),
+        "rollout_min": np.where(sampled, raw_x, np.inf).min(axis=1),
+        "rollout_max": np.where(sampled, raw_x, -np.inf).max(axis=1),
+        "old_min": np.where(sampled, raw_y, np.inf).min(axis=1),
+        "old_max": np.where(sampled, raw_y, -np.inf).max(axis=1),
     }
+    valid = sampled
     if padded.any():  # the sample of what was generated: after a padded start, before a tail
         lead_n = lead.astype(np.int64)
         index, inside = prefix_sample(
             batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n
         )
-    valid = batch.mask[index] & inside
-    x = batch.rollout[index] * valid  # 0 at invalid cells (finite there after the product
-    y = batch.old[index] * valid  # only when they were finite: masked garbage is replaced next)
+        valid = batch.mask[index] & inside
+        raw_x, raw_y = batch.rollout[index], batch.old[index]
+    x = raw_x * valid  # 0 at invalid cells (finite there after the product
+    y = raw_y * valid  # only when they were finite: masked garbage is replaced next)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        x, y = np.where(valid, batch.rollout[index], 0.0), np.where(valid, batch.old[index], 0.0)
+        x, y = np.where(valid, raw_x, 0.0), np.where(valid, raw_y, 0.0)
     width = index.shape[1]
     for s in SHIFTS:
         # pairs (t, t + s) inside one row: y at t against x at t + s

@@ -123,9 +123,17 @@ def _padded(rollout: I64, old: I64) -> I64:
     return np.where((run >= PAD_RUN) & (shorter < run), run, 0)
 
 
+def _run_sums(abs_ell: F64, offsets: I64, run: I64, from_end: bool) -> F64:
+    """Per row, Σ|ℓ| over its last (or first) ``run`` positions; zeros when no row has a run."""
+    if not run.any():
+        return np.zeros(run.size)
+    if from_end:
+        return segment_sum(abs_ell, _cut(offsets, offsets[1:] - run))[1::2]
+    return segment_sum(abs_ell, _cut(offsets, offsets[:-1] + run))[0::2]
+
+
 def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
     offsets, valid = batch.offsets, batch.mask
-    starts, ends = offsets[:-1], offsets[1:]
 
     def runs(from_end: bool) -> I64:
         return _padded(
@@ -134,21 +142,21 @@ def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
         )
 
     # Σ|ℓ| over each candidate run: the columns differ there by more than PAD_GAP on average
+    # (the sums are taken only when some row has a candidate: most batches have none)
     with np.errstate(invalid="ignore"):
         tail = runs(from_end=True)
-        tail_abs = segment_sum(abs_ell, _cut(offsets, ends - tail))[1::2]
+        tail_abs = _run_sums(abs_ell, offsets, tail, from_end=True)
         tail = np.where(tail_abs > PAD_GAP * tail, tail, 0)
         lead = runs(from_end=False)
-        lead_abs = segment_sum(abs_ell, _cut(offsets, starts + lead))[0::2]
+        lead_abs = _run_sums(abs_ell, offsets, lead, from_end=False)
         lead = np.where(lead_abs > PAD_GAP * lead, lead, 0)
-        lead = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
-        padded_abs = (
-            segment_sum(abs_ell, _cut(offsets, ends - tail))[1::2]
-            + segment_sum(abs_ell, _cut(offsets, starts + lead))[0::2]
-        )
+        through = np.minimum(lead, np.diff(offsets) - tail)  # a row padded through: counted once
+        if (through != lead).any():
+            lead, lead_abs = through, _run_sums(abs_ell, offsets, through, from_end=False)
+        padded_abs = np.where(tail > 0, tail_abs, 0.0) + np.where(lead > 0, lead_abs, 0.0)
     return {
         "pad_rows": ((tail > 0) | (lead > 0)).astype(np.float64),
         "pad_tokens": (tail + lead).astype(np.float64),
-        "pad_abs": np.where(tail + lead > 0, padded_abs, 0.0),
+        "pad_abs": padded_abs,
         "lead_tokens": lead.astype(np.float64),
     }
