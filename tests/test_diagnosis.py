@@ -358,3 +358,6 @@ def test_bugs_planted_in_real_model_rows(
     pq.write_table(table, path)
     diagnosis = diagnosis_of(path)
     assert [c["id"] for c in diagnosis["causes"]] == [cause]
+    advice = rcdiag.recommend(path)
+    assert advice.recommended is None and advice.dump_bug == cause, "fix the dump: no correction"
+    assert not rcdiag.check(path).passed
