@@ -337,3 +337,29 @@ def test_a_growing_run_chooses_c_on_its_recent_steps_too() -> None:
     c, why = choose_is_threshold(entries, recent=True)
     assert c == 5.0, why
     assert "at a recent step" in why and "at most 3.0% at a recent step (step 6)" in why
+
+
+@pytest.mark.parametrize("sample", ["stale", "drift"])
+def test_a_growing_run_avoids_presets_that_empty_its_worst_step(sample: str) -> None:
+    """When the mismatch grows, a preset keeping over half of the dump's tokens but under half of
+    one step's is listed under "Not recommended" with that step, and never also chosen."""
+    import rcdiag
+
+    root = Path(__file__).resolve().parent.parent / "sample_data"
+    dump = root / "model" / sample if sample == "stale" else root / sample
+    advice = rcdiag.recommend(dump)
+    grows = [a for a in advice.avoid if a.reason.startswith("as the mismatch grows")]
+    listed_before = {p["name"] for a in advice.avoid if a not in grows for p in a.presets}
+    chosen = {c.name for c in advice.choices}
+    comparison = rcdiag.compare_presets(dump)
+    expected = {
+        p.name
+        for p in comparison.presets
+        if (w := p.worst_steps.get("kept_token_share")) is not None
+        and w.value < 0.5
+        and p.name not in listed_before | chosen
+    }
+    assert expected, "the sample has presets that empty one step but not the dump"
+    assert len(grows) == 1
+    assert {p["name"] for p in grows[0].presets} == expected
+    assert not expected & chosen

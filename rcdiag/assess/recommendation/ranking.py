@@ -17,7 +17,7 @@ A pure function of a result document (:func:`recommend`), documented rule by rul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rcdiag.assess.diagnosis.causes import CAUSE_TITLES
@@ -161,6 +161,23 @@ def _avoid(entries: Entries, f: Findings, chosen: set[str]) -> list[dict[str, An
             }
         )
         listed.update(most)
+    if f.growing:  # a run getting worse: judged on its worst step as well as the whole dump
+        worst = {
+            n: w
+            for n, p in entries.presets.items()
+            if n not in listed
+            and (w := ((p.get("summary") or {}).get("worst_steps") or {}).get("kept_token_share"))
+            and w["value"] < 0.5
+        }
+        if worst:
+            groups.append(
+                {
+                    "reason": "as the mismatch grows, reject more than half of the tokens of a "
+                    f"step at their default thresholds ({_steps_text(worst.values())})",
+                    "presets": [_kept(entries, n) for n in worst],
+                }
+            )
+            listed.update(worst)
     emptied = [
         n
         for n, p in entries.presets.items()
@@ -175,6 +192,13 @@ def _avoid(entries: Entries, f: Findings, chosen: set[str]) -> list[dict[str, An
             }
         )
     return groups
+
+
+def _steps_text(worst: Iterable[Mapping[str, Any]], most: int = 4) -> str:
+    """``step 12`` or ``steps 12, 13, 15, …`` (the steps where the presets keep least)."""
+    steps = sorted({int(w["step"]) for w in worst})
+    shown = ", ".join(str(s) for s in steps[:most]) + (", …" if len(steps) > most else "")
+    return ("step " if len(steps) == 1 else "steps ") + shown
 
 
 def _kept(entries: Entries, name: str) -> dict[str, Any]:
