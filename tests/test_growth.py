@@ -7,12 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from rcdiag.metrics.growth import (
-    MIN_GROWTH_STEPS,
-    _incomplete_beta,
-    growth_test,
-    student_t_sf,
-)
+from rcdiag.metrics.distributions import _incomplete_beta, student_t_sf
+from rcdiag.metrics.growth import MIN_GROWTH_STEPS, growth_test
 
 
 def _ols_t(x: np.ndarray, y: np.ndarray) -> float:

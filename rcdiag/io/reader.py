@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import queue
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -402,45 +400,3 @@ def _describe(value: float) -> str:
     if np.isnan(value):
         return "NaN"
     return "+inf" if value > 0 else "-inf"
-
-
-T = TypeVar("T")
-
-
-def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
-    """Iterate ``items`` on a background thread, ``depth`` items ahead.
-
-    Parquet decoding and the numpy work release the GIL, so reading the next batch overlaps the
-    computation on the current one. Exceptions are re-raised in the consumer.
-    """
-    done = object()
-    slots: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if stop.is_set():
-                    return
-                slots.put(item)
-            slots.put(done)
-        except BaseException as exc:  # handed to the consumer
-            slots.put(exc)
-
-    worker = threading.Thread(target=produce, daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = slots.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
-    finally:
-        stop.set()
-        while worker.is_alive():
-            try:
-                slots.get_nowait()
-            except queue.Empty:
-                worker.join(timeout=0.05)

@@ -57,6 +57,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rcdiag.metrics.distributions import student_t_sf
 from rcdiag.metrics.ragged import F64
 
 MIN_GROWTH_STEPS = 3
@@ -382,51 +383,3 @@ def _level_rss(y: F64, weights: F64) -> float:
     """Weighted residual sum of squares of ``y`` around its weighted mean."""
     mean = float(weights @ y / weights.sum())
     return float(weights @ np.square(y - mean))
-
-
-def student_t_sf(t: float, dof: int) -> float:
-    """P(T > t) for Student's t with ``dof`` degrees of freedom (the normal law for dof ≥ 200).
-
-    .. math::
-        P(T > t) = \\tfrac12 I_{\\nu / (\\nu + t^2)}(\\nu/2, 1/2) \\quad (t \\ge 0)
-
-    Example:
-        >>> round(student_t_sf(2.0, 4), 6), round(student_t_sf(0.0, 3), 6)
-        (0.058058, 0.5)
-    """
-    if dof <= 0:
-        return 0.5
-    if dof >= 200:
-        return 0.5 * math.erfc(t / math.sqrt(2.0))
-    tail = 0.5 * _incomplete_beta(dof / 2.0, 0.5, dof / (dof + t * t))
-    return tail if t >= 0 else 1.0 - tail
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b) (Lentz's continued fraction)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, 300):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return math.exp(log_front) * f / a

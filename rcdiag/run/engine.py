@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rcdiag.io.reader import DumpReader, prefetch
+from rcdiag.io.prefetch import prefetch
+from rcdiag.io.reader import DumpReader
 from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.run.allocator import reused_memory
 from rcdiag.run.consumers import Consumers, Pass, Request

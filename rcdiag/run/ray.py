@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.reader import prefetch
+from rcdiag.io.prefetch import prefetch
 from rcdiag.run.allocator import reused_memory
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
