@@ -4,7 +4,7 @@ Pure: per-row sufficient statistics of one :class:`~rcdiag.metrics.ragged.Ragged
 step like every other statistic (:class:`~rcdiag.metrics.grouped.GroupedStats`), so the diagnosis is
 as streamable, mergeable and batch-size independent as the metrics.
 
-Two kinds of evidence are collected on the **prefix sample**: the first :data:`PREFIX_POSITIONS`
+The evidence is collected on the **prefix sample**: the first :data:`PREFIX_POSITIONS`
 positions of every response (a fixed, deterministic sample whatever the batching; all of a short
 response). With x = log π_rollout and y = log π_train at valid positions:
 
@@ -27,8 +27,9 @@ response). With x = log π_rollout and y = log π_train at valid positions:
   b ≈ 1. Rows with a nonzero policy lag are left out when the dump records one (a newer policy
   can be sharper, which is staleness, not a forgotten temperature).
 
-The prefix sample leaves out a response's padded tail (:mod:`rcdiag.metrics.positions`), so that
-positions never generated do not blur the alignment, pairing and tempering evidence.
+Constancy reads the whole prefix sample; the other evidence leaves out a response's padded ends
+(:mod:`rcdiag.metrics.positions`: padding after it, a prompt before it), so that positions never
+generated do not blur the alignment, pairing and tempering evidence.
 """
 
 from __future__ import annotations
