@@ -126,71 +126,48 @@ def _is_sequence_level(config: Mapping[str, Any]) -> bool:
 
 
 def _avoid(entries: Entries, f: Findings, chosen: set[str]) -> list[dict[str, Any]]:
-    """The presets not to use, grouped by reason; never one of the ``chosen`` names (a choice
-    equal to a preset at its own thresholds carries the preset's name, a re-tuned one
-    ``preset@threshold``)."""
+    """The presets not to use, grouped by reason (each preset under the first that applies);
+    never one of the ``chosen`` names (a choice equal to a preset at its own thresholds carries
+    the preset's name, a re-tuned one ``preset@threshold``)."""
     groups: list[dict[str, Any]] = []
     listed: set[str] = set(chosen)
+    summary = {n: p.get("summary") or {} for n, p in entries.presets.items()}
+
+    def group(reason: str, names: Iterable[str]) -> None:
+        fresh = [n for n in names if n not in listed]
+        if fresh:
+            groups.append({"reason": reason, "presets": [_kept(entries, n) for n in fresh]})
+            listed.update(fresh)
+
     if f.sequence_ratios_explode:
-        names = [
-            n
-            for n, p in entries.presets.items()
-            if n not in listed and _is_sequence_level(p["config"])
-        ]
-        if names:
-            groups.append(
-                {
-                    "reason": "sequence-level ratios explode on this dump: "
-                    f"ESS_seq = {short(f.ess_seq)}, χ²_seq = {short(f.chi2_seq)}",
-                    "presets": [_kept(entries, n) for n in names],
-                }
-            )
-            listed.update(names)
-    most = [
-        n
-        for n, p in entries.presets.items()
-        if n not in listed
-        and (p.get("summary") or {}).get("kept_token_share") is not None
-        and p["summary"]["kept_token_share"] < 0.5
-    ]
-    if most:
-        groups.append(
-            {
-                "reason": "reject more than half of the tokens at their default thresholds",
-                "presets": [_kept(entries, n) for n in most],
-            }
+        group(
+            "sequence-level ratios explode on this dump: "
+            f"ESS_seq = {short(f.ess_seq)}, χ²_seq = {short(f.chi2_seq)}",
+            (n for n, p in entries.presets.items() if _is_sequence_level(p["config"])),
         )
-        listed.update(most)
+    group(
+        "reject more than half of the tokens at their default thresholds",
+        (n for n, s in summary.items() if (k := s.get("kept_token_share")) is not None and k < 0.5),
+    )
     if f.growing:  # a run getting worse: judged on its worst step as well as the whole dump
         worst = {
             n: w
-            for n, p in entries.presets.items()
+            for n, s in summary.items()
             if n not in listed
-            and (w := ((p.get("summary") or {}).get("worst_steps") or {}).get("kept_token_share"))
+            and (w := (s.get("worst_steps") or {}).get("kept_token_share"))
             and w["value"] < 0.5
         }
         if worst:
-            groups.append(
-                {
-                    "reason": "as the mismatch grows, reject more than half of the tokens of a "
-                    f"step at their default thresholds ({_steps_text(worst.values())})",
-                    "presets": [_kept(entries, n) for n in worst],
-                }
+            group(
+                "as the mismatch grows, reject more than half of the tokens of a step at their "
+                f"default thresholds ({_steps_text(worst.values())})",
+                worst,
             )
-            listed.update(worst)
-    emptied = [
-        n
-        for n, p in entries.presets.items()
-        if n not in listed and (p.get("summary") or {}).get("fully_rejected_steps")
-    ]
-    if emptied:
-        groups.append(
-            {
-                "reason": "reject every token of some steps at their default thresholds (verl's "
-                "loss would have nothing to train on there)",
-                "presets": [_kept(entries, n) for n in emptied],
-            }
-        )
+    group(
+        "reject every token of some steps at their default thresholds (verl's loss would have "
+        "nothing to train on there)",
+        (n for n, s in summary.items() if s.get("fully_rejected_steps")),
+    )
     return groups
 
 
