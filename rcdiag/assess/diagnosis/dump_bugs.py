@@ -282,20 +282,11 @@ def padding_in_mask(o: Observations) -> Detection | None:
 
 
 def _position_means(o: Observations) -> tuple[float, float, float, float] | None:
-    """Mean |ℓ| at positions 0–3, 4–15 and 16 on, and the tokens at 0–3 (None without both)."""
-    t = o.totals
-
-    def pooled(edges: tuple[int, ...]) -> tuple[float, float]:
-        total = sum(t[f"pos_{e}_abs"] for e in edges)
-        count = sum(t[f"pos_{e}_n"] for e in edges)
-        return total, count
-
-    early, early_n = pooled((0, 1, 2))
-    middle, middle_n = pooled((4, 8))
-    late, late_n = pooled((16, 32, 64))
-    if not early_n or not late_n or not middle_n:
+    """Mean |ℓ| at positions 0–3, 4–15 and 16 on, and the tokens at 0–3 (None without all)."""
+    early, middle, late = (o.position_mean(e) for e in ((0, 1, 2), (4, 8), (16, 32, 64)))
+    if early is None or middle is None or late is None:
         return None
-    return early / early_n, middle / middle_n, late / late_n, early_n
+    return early[0], middle[0], late[0], early[1]
 
 
 def context_mismatch(o: Observations) -> Detection | None:

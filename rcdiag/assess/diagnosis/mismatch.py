@@ -173,16 +173,8 @@ def long_sequence_compounding(o: Observations) -> Detection | None:
     )
 
 
-def _position_means(o: Observations, edges: tuple[int, ...]) -> tuple[float, float] | None:
-    """Mean |ℓ| over the position bins starting at ``edges``, and its tokens (None without any)."""
-    t = o.totals
-    count = sum(t[f"pos_{e}_n"] for e in edges)
-    return (sum(t[f"pos_{e}_abs"] for e in edges) / count, count) if count else None
-
-
 def position_growth(o: Observations) -> Detection | None:
-    early = _position_means(o, (0, 1, 2, 4))
-    late = _position_means(o, (32, 64))
+    early, late = o.position_mean((0, 1, 2, 4)), o.position_mean((32, 64))
     minimum = DETECTOR_LIMITS["min_position_tokens"]
     if early is None or late is None or min(early[1], late[1]) < minimum:
         return None

@@ -150,6 +150,14 @@ class Observations:
     def _k3_values(self) -> list[float]:
         return [v for _, v, _ in self.k3_steps if v is not None and math.isfinite(v)]
 
+    def position_mean(self, edges: tuple[int, ...]) -> tuple[float, float] | None:
+        """Mean |ℓ| over the position bins starting at ``edges`` (:mod:`rcdiag.metrics.positions`)
+        and the valid tokens there; None without any."""
+        count = sum(self.totals[f"pos_{e}_n"] for e in edges)
+        if not count:
+            return None
+        return sum(self.totals[f"pos_{e}_abs"] for e in edges) / count, count
+
     def metric(self, name: str) -> float | None:
         value = self.overall.get(name)
         return None if value is None or math.isnan(value) else float(value)
