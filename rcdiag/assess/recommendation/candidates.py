@@ -78,6 +78,14 @@ def _sweep(
 
 def candidate_sweeps(dialect: Dialect) -> tuple[CandidateSweep, ...]:
     """The sweeps the report evaluates for ``dialect`` (module docstring)."""
+    token_is = _sweep(
+        "is",
+        "is_token",
+        "token TIS threshold C",
+        dialect,
+        IS_GRID,
+        lambda t: {"rollout_is": "token", "rollout_is_threshold": float(t)},
+    )
     if dialect == "latest":
         geo_grid = DEFAULT_GRIDS["seq_mean_k1"]
         return (
@@ -113,14 +121,7 @@ def candidate_sweeps(dialect: Dialect) -> tuple[CandidateSweep, ...]:
                     "rollout_rs_threshold": f"{t},{MAX_K2_THRESHOLD}",
                 },
             ),
-            _sweep(
-                "is",
-                "is_token",
-                "token TIS threshold C",
-                dialect,
-                IS_GRID,
-                lambda t: {"rollout_is": "token", "rollout_is_threshold": float(t)},
-            ),
+            token_is,
         )
     geo_grid = DEFAULT_GRIDS["rs_geometric"]
     return (
@@ -153,14 +154,7 @@ def candidate_sweeps(dialect: Dialect) -> tuple[CandidateSweep, ...]:
                 "rollout_token_veto_threshold": DEFAULT_VETO_THRESHOLD,
             },
         ),
-        _sweep(
-            "is",
-            "is_token",
-            "token TIS threshold C",
-            dialect,
-            IS_GRID,
-            lambda t: {"rollout_is": "token", "rollout_is_threshold": float(t)},
-        ),
+        token_is,
     )
 
 
