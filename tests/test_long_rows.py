@@ -2,9 +2,9 @@
 rows are longer than a piece matches the same dump processed whole, and the memory of a pass over
 one long row stays a small multiple of the row's own arrays.
 
-The pieces are made small here (:data:`rcdiag.metrics.offpolicy.TOKEN_PIECE` patched) so that a
-few-thousand-token dump is cut inside its rows; the reference is the same code with pieces larger
-than any batch, and an independent slow reference for the position statistics.
+The pieces are made small here (:data:`rcdiag.metrics.offpolicy.TOKEN_PIECE` and ``CACHE_PIECE``
+patched) so that a few-thousand-token dump is cut inside its rows; the reference is the same code
+with pieces larger than any batch, and an independent slow reference for the position statistics.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def test_rows_cut_in_pieces_give_every_metric_of_whole_rows(
     path = _dump(tmp_path)
     whole = _documents(path)
     monkeypatch.setattr(offpolicy, "TOKEN_PIECE", SMALL_PIECE)
+    monkeypatch.setattr(offpolicy, "CACHE_PIECE", SMALL_PIECE)
     assert len(offpolicy.token_pieces(700)) > 1
     pieces = _documents(path)
     for a, b in zip(whole, pieces, strict=True):

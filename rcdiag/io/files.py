@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
+from rcdiag.io.footer import mask_is_all_true
 from rcdiag.io.native.names import companions, dump_files
 from rcdiag.io.paths import file_kind
 from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path, remote_failure
@@ -226,6 +227,15 @@ class DumpFile:
         """The file opened again for scanning (its footer not read twice), closed on exit."""
         with _opened(self.path, self.metadata) as handle:
             yield handle
+
+    def mask_is_all_true(self) -> bool:
+        """Whether the footer proves the mask True at every position (:mod:`rcdiag.io.footer`):
+        the reader then does not decode it."""
+        mask = self.columns.mask
+        if mask is None or mask in (self.columns.rollout, self.columns.training):
+            return False
+        values = (self.columns.rollout, self.columns.training)
+        return mask_is_all_true(self.metadata, self.metadata.schema.to_arrow_schema(), mask, values)
 
     def mean_row_length(self) -> float:
         meta = self.metadata

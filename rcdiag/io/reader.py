@@ -196,11 +196,14 @@ class DumpReader:
             else:
                 cols = dump_file.columns
                 wanted = [cols.rollout, cols.training]
-                extra = (cols.mask, cols.step, cols.lag, cols.uid if self.row_details else None)
+                mask = None if dump_file.mask_is_all_true() else cols.mask
+                extra = (mask, cols.step, cols.lag, cols.uid if self.row_details else None)
                 wanted += [c for c in extra if c is not None and c not in wanted]
                 with _read_errors(dump_file.path, None, kind):
                     handle = opened.enter_context(dump_file.open())
-                iterator = handle.iter_batches(batch_size=rows_per_batch, columns=wanted)
+                iterator = handle.iter_batches(
+                    batch_size=rows_per_batch, columns=wanted, use_threads=False
+                )
             while True:
                 with _read_errors(dump_file.path, first_row, kind):
                     record_batch = next(iterator, None)
@@ -232,7 +235,7 @@ class DumpReader:
 
         rollout, lengths = values(cols.rollout, "float16|float32|float64")
         old, old_lengths = values(cols.training, "float16|float32|float64")
-        if cols.mask is not None:
+        if cols.mask is not None and cols.mask in record_batch.schema.names:
             mask_values, mask_lengths = values(cols.mask, "bool|int")
             mask = mask_values if mask_values.dtype == np.bool_ else mask_values != 0
         else:

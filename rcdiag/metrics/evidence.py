@@ -35,13 +35,13 @@ generated do not blur the alignment, pairing and tempering evidence.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from rcdiag.metrics.grouped import GroupedStats, Kind
 from rcdiag.metrics.positions import POSITION_STATISTICS, position_statistics
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch
+from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch
 
 PREFIX_POSITIONS = 64
 """Positions of each response in the prefix sample."""
@@ -86,31 +86,45 @@ EVIDENCE_STATISTICS: dict[str, Kind] = {
 combine."""
 
 
+class PrefixSample(NamedTuple):
+    """The prefix sample of a batch as [rows, width] tables (width ≤ the limit)."""
+
+    cells: I64
+    """Flat index of each cell; a cell outside its row repeats the row's first sampled index (0
+    for a row without one), so that it holds one of the row's own values."""
+    inside: Bool
+    """Whether the cell lies inside its row's sample."""
+    take: I64
+    """Cells inside per row."""
+
+
 def prefix_sample(
     offsets: I64, limit: int = PREFIX_POSITIONS, lead: I64 | None = None, tail: I64 | None = None
-) -> tuple[I64, np.ndarray]:
-    """The prefix sample as a [rows, width] table of flat indices (width ≤ ``limit``), and which
-    of its cells lie inside their row; the cells outside repeat a valid index. A row's first
-    ``lead`` and last ``tail`` positions are left out: its sample starts after them.
+) -> PrefixSample:
+    """The prefix sample: each row's first ``limit`` positions, after its first ``lead`` and
+    before its last ``tail`` positions.
 
     Example:
-        >>> index, inside = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
-        >>> index.tolist(), inside.tolist()
-        ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]])
+        >>> cells, inside, take = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
+        >>> cells.tolist(), inside.tolist(), take.tolist()
+        ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]], [2, 0, 2])
         >>> prefix_sample(np.array([0, 3, 8]), limit=2, lead=np.array([1, 0]))[0].tolist()
         [[1, 2], [3, 4]]
+        >>> prefix_sample(np.array([0, 1, 8]), limit=2)[0].tolist()  # row 0 repeats its index
+        [[0, 0], [1, 2]]
     """
     starts, lengths = offsets[:-1], np.diff(offsets)
     if lead is not None:
         starts, lengths = starts + lead, lengths - lead
     if tail is not None:
         lengths = lengths - tail
-    take = np.minimum(lengths, limit)
+    take = np.clip(lengths, 0, limit)
     width = int(take.max(initial=0))
     column = np.arange(width, dtype=np.int64)
     inside = column < take[:, None]
-    index = np.where(inside, starts[:, None] + column, 0)
-    return index, inside
+    fill = np.where(take > 0, starts, 0)[:, None]
+    index = np.where(inside, starts[:, None] + column, fill)
+    return PrefixSample(index, inside, take)
 
 
 def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
@@ -125,36 +139,36 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
         return {**_evidence_statistics(batch, padded, lead), **positions}
 
 
+def _row_sum(a: F64, weights: F64) -> F64:
+    """Σ_t a[i, t]·weights[i, t] per row, without a product table."""
+    return np.einsum("ij,ij->i", a, weights)
+
+
 def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str, F64]:
-    index, inside = prefix_sample(batch.offsets)
-    if index.size == 0:  # no row holds a position
+    sample = prefix_sample(batch.offsets)
+    if sample.cells.size == 0:  # no row holds a position
         empty = {name: np.zeros(batch.rows) for name in EVIDENCE_STATISTICS}
         for name in ("rollout_min", "old_min"):
             empty[name] = np.full(batch.rows, np.inf)
         for name in ("rollout_max", "old_max"):
             empty[name] = np.full(batch.rows, -np.inf)
         return empty
-    sampled = batch.mask[index] & inside
-    raw_x, raw_y = batch.rollout[index], batch.old[index]
-    stats: dict[str, F64] = {
-        "rollout_min": np.where(sampled, raw_x, np.inf).min(axis=1),
-        "rollout_max": np.where(sampled, raw_x, -np.inf).max(axis=1),
-        "old_min": np.where(sampled, raw_y, np.inf).min(axis=1),
-        "old_max": np.where(sampled, raw_y, -np.inf).max(axis=1),
-    }
-    valid = sampled
-    if padded.any():  # the sample of what was generated: after a padded start, before a tail
+    raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
+    stats = _constancy(raw_x, raw_y, sample, None if batch.all_valid else batch.mask)
+    # Without holes or padded ends, the valid cells of each row are its first ``take``.
+    prefix_shaped = batch.all_valid and not padded.any()
+    if not prefix_shaped:
         lead_n = lead.astype(np.int64)
-        index, inside = prefix_sample(
-            batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n
-        )
-        valid = batch.mask[index] & inside
-        raw_x, raw_y = batch.rollout[index], batch.old[index]
-    x = raw_x * valid  # 0 at invalid cells (finite there after the product
-    y = raw_y * valid  # only when they were finite: masked garbage is replaced next)
+        tail_n = padded.astype(np.int64) - lead_n
+        if padded.any():  # the sample of what was generated: after a padded start, before a tail
+            sample = prefix_sample(batch.offsets, lead=lead_n, tail=tail_n)
+            raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
+    valid = sample.inside if batch.all_valid else batch.mask[sample.cells] & sample.inside
+    weight = valid.astype(np.float64)
+    x, y = raw_x * weight, raw_y * weight  # 0 at invalid cells when the values are finite
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         x, y = np.where(valid, raw_x, 0.0), np.where(valid, raw_y, 0.0)
-    width = index.shape[1]
+    width = sample.cells.shape[1]
     for s in SHIFTS:
         # pairs (t, t + s) inside one row: y at t against x at t + s
         at, to = (
@@ -162,20 +176,50 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
             if s >= 0
             else (slice(-s, width), slice(0, width + s))
         )
-        pair = valid[:, at] & valid[:, to]
-        gap = np.abs(y[:, at] - x[:, to]) * pair
-        stats[f"shift_{s}_abs"] = gap.sum(axis=1)
-        stats[f"shift_{s}_pairs"] = pair.sum(axis=1, dtype=np.float64)
-    stats.update(_pairing(stats, (x - y).sum(axis=1), batch.lags))
-    fitted = valid if batch.lags is None else valid & (batch.lags == 0)[:, None]
-    xf, yf = x * fitted, y * fitted
-    stats["fit_n"] = fitted.sum(axis=1, dtype=np.float64)
-    stats["fit_x"] = xf.sum(axis=1)
-    stats["fit_y"] = yf.sum(axis=1)
-    stats["fit_xx"] = (xf * xf).sum(axis=1)
-    stats["fit_xy"] = (xf * yf).sum(axis=1)
-    stats["fit_yy"] = (yf * yf).sum(axis=1)
+        if prefix_shaped:  # t and t + s both among the first ``take``: the later one is
+            pair = weight[:, abs(s) :]
+            stats[f"shift_{s}_pairs"] = np.maximum(sample.take - abs(s), 0).astype(np.float64)
+        else:
+            pair = weight[:, at] * weight[:, to]
+            stats[f"shift_{s}_pairs"] = pair.sum(axis=1)
+        gap = y[:, at] - x[:, to]
+        np.abs(gap, out=gap)
+        stats[f"shift_{s}_abs"] = _row_sum(gap, pair)
+    sum_x, sum_y = x.sum(axis=1), y.sum(axis=1)
+    stats.update(_pairing(stats, sum_x - sum_y, batch.lags))
+    fit = {
+        "fit_n": sample.take.astype(np.float64) if prefix_shaped else weight.sum(axis=1),
+        "fit_x": sum_x,
+        "fit_y": sum_y,
+        "fit_xx": _row_sum(x, x),
+        "fit_xy": _row_sum(x, y),
+        "fit_yy": _row_sum(y, y),
+    }
+    if batch.lags is not None:  # rows whose policy lagged are left out of the fit
+        fitted = batch.lags == 0
+        fit = {name: np.where(fitted, value, 0.0) for name, value in fit.items()}
+    stats.update(fit)
     return stats
+
+
+def _constancy(raw_x: F64, raw_y: F64, sample: PrefixSample, mask: Bool | None) -> dict[str, F64]:
+    """Min and max of each column over the valid cells of the sample (``mask`` None: every
+    position is valid, and the cells outside a row repeat one of its values)."""
+    if mask is None:
+        nonempty = sample.take > 0
+        return {
+            "rollout_min": np.where(nonempty, raw_x.min(axis=1), np.inf),
+            "rollout_max": np.where(nonempty, raw_x.max(axis=1), -np.inf),
+            "old_min": np.where(nonempty, raw_y.min(axis=1), np.inf),
+            "old_max": np.where(nonempty, raw_y.max(axis=1), -np.inf),
+        }
+    sampled = mask[sample.cells] & sample.inside
+    return {
+        "rollout_min": np.where(sampled, raw_x, np.inf).min(axis=1),
+        "rollout_max": np.where(sampled, raw_x, -np.inf).max(axis=1),
+        "old_min": np.where(sampled, raw_y, np.inf).min(axis=1),
+        "old_max": np.where(sampled, raw_y, -np.inf).max(axis=1),
+    }
 
 
 def _pairing(stats: dict[str, F64], ell: F64, lags: I64 | None) -> dict[str, F64]:

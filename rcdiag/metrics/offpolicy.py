@@ -29,6 +29,8 @@ SAFETY_BOUND = 20.0
 """verl clamps log ratios to [−20, 20] before exponentiating them (docs/metrics.md)."""
 
 _LN2 = float(np.log(2.0))
+_NEAR_BAND = 0.095
+"""Below ln 1.1 ≈ 0.0953: no ρ = e^ℓ with |ℓ| under it lies outside [0.9, 1.1]."""
 
 DEFAULT_VETO_THRESHOLD = 1e-4
 """τ of verl's legacy geometric presets: a token with ρ < τ is catastrophic (docs/correction.md)."""
@@ -162,18 +164,24 @@ TOKEN_PIECE = 1 << 20
 across the pieces, so memory stays bounded whatever a row's length."""
 
 
-def token_pieces(tokens: int) -> list[tuple[int, int]]:
-    """The pieces ``(start, end)`` a batch of ``tokens`` tokens is processed in: one for the
-    reader's batches (about 2²⁰ tokens), pieces of :data:`TOKEN_PIECE` for a batch over twice
-    that (a response longer than a batch).
+CACHE_PIECE = 1 << 18
+"""Tokens per piece of the per-row sums: their dozen temporaries (2 MiB each) then stay in the
+processor's cache from one operation to the next instead of going through memory."""
+
+
+def token_pieces(tokens: int, piece: int | None = None) -> list[tuple[int, int]]:
+    """The pieces ``(start, end)`` a batch of ``tokens`` tokens is processed in: one up to twice
+    ``piece`` (by default :data:`TOKEN_PIECE`: the reader's batches of about 2²⁰ tokens whole),
+    else pieces of ``piece`` (a response longer than a batch).
 
     Example:
         >>> token_pieces(5), token_pieces(5 * TOKEN_PIECE // 2)[-1] == (2 * TOKEN_PIECE, 5 * TOKEN_PIECE // 2)
         ([(0, 5)], True)
     """
-    if tokens <= 2 * TOKEN_PIECE:
+    piece = TOKEN_PIECE if piece is None else piece
+    if tokens <= 2 * piece:
         return [(0, tokens)]
-    return [(low, min(low + TOKEN_PIECE, tokens)) for low in range(0, tokens, TOKEN_PIECE)]
+    return [(low, min(low + piece, tokens)) for low in range(0, tokens, piece)]
 
 
 _TOKEN_SUMS: dict[str, Kind] = {
@@ -194,10 +202,10 @@ _TOKEN_SUMS: dict[str, Kind] = {
 
 
 def _token_sums(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -> dict[str, F64]:
-    """Each row's :data:`_TOKEN_SUMS`, over the batch's :func:`token_pieces` (a row cut by a
-    piece boundary gets the sums of both parts)."""
+    """Each row's :data:`_TOKEN_SUMS`, over the batch's :func:`token_pieces` of
+    :data:`CACHE_PIECE` tokens (a row cut by a piece boundary gets the sums of both parts)."""
     offsets = batch.offsets
-    pieces = token_pieces(int(offsets[-1]))
+    pieces = token_pieces(int(offsets[-1]), CACHE_PIECE)
     if len(pieces) == 1:
         return _piece_sums(batch, log_ratio, offsets, slice(None), veto_threshold)
     out = {name: np.zeros(batch.rows) for name in _TOKEN_SUMS}
@@ -231,14 +239,17 @@ def _piece_sums(
     expm1_ell = np.expm1(ell)  # ρ − 1, exactly 0 at invalid positions (ℓ = 0 there)
     abs_ell = np.abs(ell)
     abs_max = segment_max(abs_ell, offsets, empty=0.0)
+    rows = offsets.size - 1
     # Clamping usually changes nothing; then the weights reuse ρ − 1 instead of exponentiating again.
-    needs_clamp = abs_max.max(initial=0.0) > SAFETY_BOUND
+    # Likewise a count whose band no |ℓ| of the piece reaches is 0 without a pass over the tokens.
+    largest = abs_max.max(initial=0.0)  # NaN never skips a count: every comparison is False
+    needs_clamp = largest > SAFETY_BOUND
     expm1_clamped = (
         np.expm1(np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)) if needs_clamp else expm1_ell
     )
     # w = exp(clamp ℓ) at valid tokens, 0 elsewhere; summed directly (not as Σ(w − 1) + n), so tiny
     # weights do not cancel against the ones.
-    token_weight = expm1_clamped + mask
+    token_weight = expm1_clamped + (1.0 if batch.all_valid else mask)
     row_weight = segment_sum(token_weight, offsets)
     np.square(token_weight, out=token_weight)
     row_weight_sq = segment_sum(token_weight, offsets)
@@ -246,17 +257,25 @@ def _piece_sums(
     weight_deviation = np.abs(expm1_clamped)  # |w − 1| at valid tokens, 0 elsewhere
     row_weight_abs_dev = segment_sum(weight_deviation, offsets)
     rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
-    outside_near = _segment_count(rho_deviation > 0.1, offsets)
+    outside_near = np.zeros(rows)
+    if not largest < _NEAR_BAND:
+        outside_near = _segment_count(rho_deviation > 0.1, offsets)
     del rho_deviation, weight_deviation, expm1_clamped
-    outside_far = _segment_count(abs_ell > _LN2, offsets)
+    outside_far = np.zeros(rows)
+    if not largest <= _LN2:
+        outside_far = _segment_count(abs_ell > _LN2, offsets)
     row_abs = segment_sum(abs_ell, offsets)
     del abs_ell
     np.subtract(expm1_ell, ell, out=expm1_ell)  # k3 per token: ρ − 1 − ℓ (ρ − 1 is not read again)
     k3 = segment_sum(expm1_ell, offsets)
     del expm1_ell
-    catastrophic_flags = ell < np.log(veto_threshold)
-    if veto_threshold > 1.0 and not batch.all_valid:  # log τ > 0 = ℓ at invalid positions
-        catastrophic_flags &= mask
+    log_tau = float(np.log(veto_threshold))
+    catastrophic = np.zeros(rows)
+    if not (log_tau < 0 and largest <= -log_tau):  # else no ℓ < log τ
+        catastrophic_flags = ell < log_tau
+        if log_tau > 0 and not batch.all_valid:  # log τ > 0 = ℓ at invalid positions
+            catastrophic_flags &= mask
+        catastrophic = _segment_count(catastrophic_flags, offsets)
     return {
         "n": n,
         "old_sum": old_sum,
@@ -269,7 +288,7 @@ def _piece_sums(
         "outside_far": outside_far,
         "row_abs": row_abs,
         "k3": k3,
-        "catastrophic": _segment_count(catastrophic_flags, offsets),
+        "catastrophic": catastrophic,
     }
 
 
@@ -325,10 +344,13 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
 
 
 def _segment_count(flags: NDArray[np.bool_], offsets: I64) -> F64:
-    """Per-row number of true flags; a batch without any costs one scan instead of a reduction."""
-    if not flags.any():
-        return np.zeros(offsets.size - 1)
-    return segment_sum(flags, offsets)
+    """Per-row number of true flags. Flags are usually rare (a band's outliers, vetoed tokens):
+    then each is located in its row (a search per flag) instead of reducing the whole batch."""
+    flagged = np.count_nonzero(flags)
+    if flagged * 16 >= flags.size:
+        return segment_sum(flags, offsets)
+    rows = np.searchsorted(offsets, np.flatnonzero(flags), side="right") - 1
+    return np.bincount(rows, minlength=offsets.size - 1).astype(np.float64)
 
 
 def verl_offpolicy_metrics(stats: Mapping[str, Any]) -> dict[str, Any]:

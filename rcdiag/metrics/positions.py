@@ -21,12 +21,10 @@ other evidence (:data:`POSITION_STATISTICS`):
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_sum
+from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch, segment_sum
 
 POSITION_EDGES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64)
 """First position of each bin; the last bin runs to the end of the response."""
@@ -50,28 +48,40 @@ POSITION_STATISTICS: dict[str, Kind] = {
 def position_statistics(batch: RaggedBatch) -> dict[str, F64]:
     """Per-row sums of :data:`POSITION_STATISTICS` (module docstring).
 
-    The bins before the last come from a table of each row's first positions, the last bin and
-    the padded tails from sums over slices of the rows: no array of a position per token, so a
-    long response costs no more than its |ℓ|.
+    Every bin of every row is one segment of the flat |ℓ| (:func:`bin_cuts`), so the profile is
+    one reduction over the batch: no table of positions, and a long response costs no more than
+    its |ℓ|.
     """
     offsets, valid = batch.offsets, batch.mask
     abs_ell = np.abs(batch.log_ratio)  # 0 at invalid positions
-    head = POSITION_EDGES[-1]
-    width = int(min(head, np.diff(offsets).max(initial=0)))
-    column = np.arange(width, dtype=np.int64)
-    inside = column < np.diff(offsets)[:, None]
-    index = np.where(inside, offsets[:-1, None] + column, 0)
-    head_abs = np.where(inside, abs_ell[index], 0.0)
-    head_valid = inside & valid[index]
+    cuts = bin_cuts(offsets)
+    bins = len(POSITION_EDGES)
+    abs_sums = segment_sum(abs_ell, cuts).reshape(-1, bins)
+    if batch.all_valid:  # a bin's valid tokens are its positions
+        edges = np.array(POSITION_EDGES)
+        widths = np.append(np.diff(edges), np.iinfo(np.int64).max)
+        counts = np.clip(np.diff(offsets)[:, None] - edges, 0, widths).astype(np.float64)
+    else:
+        counts = segment_sum(valid, cuts).reshape(-1, bins)
     stats: dict[str, F64] = {}
-    for low, high in itertools.pairwise(POSITION_EDGES):
-        stats[f"pos_{low}_abs"] = head_abs[:, low:high].sum(axis=1)
-        stats[f"pos_{low}_n"] = head_valid[:, low:high].sum(axis=1, dtype=np.float64)
-    tails = _cut(offsets, np.minimum(offsets[:-1] + head, offsets[1:]))
-    stats[f"pos_{head}_abs"] = segment_sum(abs_ell, tails)[1::2]
-    stats[f"pos_{head}_n"] = segment_sum(valid, tails)[1::2]
+    for k, edge in enumerate(POSITION_EDGES):
+        stats[f"pos_{edge}_abs"] = abs_sums[:, k]
+        stats[f"pos_{edge}_n"] = counts[:, k]
     stats.update(_padded_ends(batch, abs_ell))
     return stats
+
+
+def bin_cuts(offsets: I64) -> I64:
+    """Segment offsets that cut each row at the :data:`POSITION_EDGES` (clipped to the row):
+    :func:`segment_sum` over them gives, for row i and bin k, entry ``i * len(POSITION_EDGES) + k``.
+
+    Example:
+        >>> bin_cuts(np.array([0, 3, 103])).reshape(-1)[:9].tolist()
+        [0, 1, 2, 3, 3, 3, 3, 3, 3]
+    """
+    starts = offsets[:-1, None] + np.array(POSITION_EDGES)
+    cuts = np.minimum(starts, offsets[1:, None]).reshape(-1)
+    return np.append(cuts, offsets[-1])
 
 
 def _cut(offsets: I64, at: I64) -> I64:
@@ -84,21 +94,21 @@ def _cut(offsets: I64, at: I64) -> I64:
     return out
 
 
-def _end_run(values: F64, valid: np.ndarray, offsets: I64, from_end: bool) -> I64:
-    """Per row: how many of its first (``from_end``: last) positions are valid and hold the value
-    of its first (last) position; 0 for a row that starts (ends) on an invalid position.
+def _end_run(values: F64, valid: np.ndarray, offsets: I64, from_end: bool, rows: I64) -> I64:
+    """For each of the ``rows`` (indices): how many of its first (``from_end``: last) positions
+    are valid and hold the value of its first (last) position; 0 for a row that starts (ends) on
+    an invalid position.
 
     Read from a table of each row's first (last) positions, widened for the rows whose run is
     longer: most runs are one position long, and a long row costs no array per token.
     """
-    rows = offsets.size - 1
-    out = np.zeros(rows, dtype=np.int64)
-    lengths = np.diff(offsets)
+    out = np.zeros(rows.size, dtype=np.int64)
+    lengths = np.diff(offsets)[rows]
     pending = np.flatnonzero(lengths > 0)
     width = 8
     while pending.size:
         length = lengths[pending]
-        end = offsets[pending + 1] - 1 if from_end else offsets[pending]
+        end = offsets[rows[pending] + 1] - 1 if from_end else offsets[rows[pending]]
         window = np.minimum(length, width)
         column = np.arange(int(window.max()), dtype=np.int64)
         inside = column < window[:, None]
@@ -114,6 +124,22 @@ def _end_run(values: F64, valid: np.ndarray, offsets: I64, from_end: bool) -> I6
         pending = pending[~found & ~whole]
         width *= 4
     return out
+
+
+def _may_repeat(batch: RaggedBatch, from_end: bool) -> Bool:
+    """Per row, whether a run at one end can reach :data:`PAD_RUN` positions in either column:
+    its end position and the one :data:`PAD_RUN` − 1 further in are valid and hold the same
+    value (a necessary condition, read from two positions per row; most rows fail it)."""
+    offsets, valid = batch.offsets, batch.mask
+    long_enough = np.diff(offsets) >= PAD_RUN
+    if not long_enough.any():
+        return long_enough
+    end = np.where(long_enough, offsets[1:] - 1 if from_end else offsets[:-1], 0)
+    inner = end - (PAD_RUN - 1) if from_end else end + (PAD_RUN - 1)
+    inner[~long_enough] = 0
+    with np.errstate(invalid="ignore"):
+        same = (batch.rollout[end] == batch.rollout[inner]) | (batch.old[end] == batch.old[inner])
+    return long_enough & same & valid[end] & valid[inner]
 
 
 def _padded(rollout: I64, old: I64) -> I64:
@@ -136,10 +162,14 @@ def _padded_ends(batch: RaggedBatch, abs_ell: F64) -> dict[str, F64]:
     offsets, valid = batch.offsets, batch.mask
 
     def runs(from_end: bool) -> I64:
-        return _padded(
-            _end_run(batch.rollout, valid, offsets, from_end),
-            _end_run(batch.old, valid, offsets, from_end),
-        )
+        out = np.zeros(batch.rows, dtype=np.int64)
+        rows = np.flatnonzero(_may_repeat(batch, from_end))
+        if rows.size:  # the exact runs of the few rows where one can reach PAD_RUN
+            out[rows] = _padded(
+                _end_run(batch.rollout, valid, offsets, from_end, rows),
+                _end_run(batch.old, valid, offsets, from_end, rows),
+            )
+        return out
 
     # Σ|ℓ| over each candidate run: the columns differ there by more than PAD_GAP on average
     # (the sums are taken only when some row has a candidate: most batches have none)
