@@ -3,33 +3,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rcdiag.io.prefetch import prefetch
 from rcdiag.io.reader import DumpReader
-from rcdiag.metrics.ragged import RaggedBatch
 from rcdiag.run.allocator import reused_memory
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
+from rcdiag.run.workers import consumer_threads, feed
 
 
 def stream(
     dump: DumpSpec,
-    consume: Callable[[RaggedBatch], None],
+    consumers: list[Consumers],
     progress: Progress | None,
     row_details: bool = False,
 ) -> DumpReader:
-    """Read the dump once, handing every batch to ``consume``; returns the exhausted reader.
-    ``progress(rows_read, total_rows)`` is called once before the first batch (a bar shows the
-    total at once) and after each batch: per batch, never per row."""
+    """Read the dump once, dealing its batches in turn to ``consumers`` (each set on its own
+    thread, :mod:`rcdiag.run.workers`); returns the exhausted reader. ``progress(rows_read,
+    total_rows)`` is called once before the first batch (a bar shows the total at once) and after
+    each batch: per batch, never per row."""
     reader = dump.reader(row_details)
     total = reader.total_rows
     if progress is not None:
         progress(0, total)
-    for batch in prefetch(reader.batches()):
-        consume(batch)
+
+    def after_each() -> None:
         if progress is not None:
             progress(reader.rows_read, total)
+
+    feed(prefetch(reader.batches()), [c.update for c in consumers], after_each)
     return reader
 
 
@@ -51,6 +52,10 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         with reused_memory():
             return run_cached(dump, request, dump.cache, progress)
     with reused_memory():  # freed batches reused, in the API and Ray tasks too (allocator.py)
-        consumers = Consumers.for_request(request)
-        reader = stream(dump, consumers.update, progress, row_details=consumers.profile is not None)
+        parts = [Consumers.for_request(request) for _ in range(consumer_threads())]
+        row_details = request.profile_top_k is not None
+        reader = stream(dump, parts, progress, row_details)
+        consumers = parts[0]
+        for part in parts[1:]:  # in the order batches were dealt: the same sums on every run
+            consumers.merge(part)
         return consumers.finish(dump, reader)
