@@ -64,6 +64,14 @@ def test_a_failure_on_either_thread_is_raised_once_both_stop(failing: int) -> No
     assert not [t for t in threading.enumerate() if t.name == "rcdiag-consumers"]
 
 
+def test_the_analysis_alone_runs_one_set() -> None:
+    from rcdiag.run.workers import consumer_threads
+
+    assert consumer_threads(analysis_only=True) == 1
+    assert Request().analysis_only
+    assert not Request(profile_top_k=3).analysis_only
+
+
 def test_a_reader_failure_stops_the_worker() -> None:
     def batches() -> Any:
         yield _batch(0)
@@ -106,10 +114,10 @@ def test_two_sets_give_the_numbers_of_one(tmp_path: Path, monkeypatch: pytest.Mo
         rollout = -rng.exponential(0.8, (40, 50))
         old = rollout + rng.normal(0, 0.05 * (1 + step), rollout.shape)
         write_dump(tmp_path / f"step={step}" / "part.parquet", rollout, old, step=step)
-    monkeypatch.setattr(engine, "consumer_threads", lambda: 2)
+    monkeypatch.setattr(engine, "consumer_threads", lambda analysis_only: 2)
     two = _documents(tmp_path)
     assert _documents(tmp_path) == two  # the same numbers on every run
-    monkeypatch.setattr(engine, "consumer_threads", lambda: 1)
+    monkeypatch.setattr(engine, "consumer_threads", lambda analysis_only: 1)
     one = _documents(tmp_path)
     for a, b in zip(one, two, strict=True):
         _close(a, b)

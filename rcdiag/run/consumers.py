@@ -56,6 +56,17 @@ class Request:
     bootstrap: BootstrapRequest | None = None
     frameworks: Sequence[Framework] = ()
 
+    @property
+    def analysis_only(self) -> bool:
+        """Whether the pass computes the analysis alone (``analyze``)."""
+        return not (
+            self.configs
+            or self.summary_only
+            or self.profile_top_k is not None
+            or self.bootstrap is not None
+            or self.frameworks
+        )
+
 
 @dataclass
 class Consumers:

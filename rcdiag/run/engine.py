@@ -52,7 +52,8 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         with reused_memory():
             return run_cached(dump, request, dump.cache, progress)
     with reused_memory():  # freed batches reused, in the API and Ray tasks too (allocator.py)
-        parts = [Consumers.for_request(request) for _ in range(consumer_threads())]
+        threads = consumer_threads(request.analysis_only)
+        parts = [Consumers.for_request(request) for _ in range(threads)]
         row_details = request.profile_top_k is not None
         reader = stream(dump, parts, progress, row_details)
         consumers = parts[0]

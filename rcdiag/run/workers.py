@@ -2,8 +2,9 @@
 
 A pass has three parts that run at once: the reader (its own thread, :mod:`rcdiag.io.prefetch`) and
 the consumers of alternate batches, one set on the calling thread and one on a worker thread. The
-numpy work releases the interpreter lock, so with the preset comparison, the profile or the
-bootstrap, whose work per batch outweighs the read, both cores compute (docs/scale.md, "Threads").
+numpy work releases the interpreter lock, so with the preset comparison, the profile, the
+bootstrap or other frameworks' metrics, whose work per batch outweighs the read, both cores
+compute (docs/scale.md, "Threads").
 
 Batch k goes to set k mod 2 whatever the timing, and the sets are merged in that order, so a pass
 gives the same numbers on every run; they are those of one set fed every batch up to the order of
@@ -23,8 +24,12 @@ _DONE = None
 """Tells the worker thread that no batch follows."""
 
 
-def consumer_threads() -> int:
-    """Sets of consumers a pass feeds: two where the process may use two cores or more."""
+def consumer_threads(analysis_only: bool) -> int:
+    """Sets of consumers a pass feeds: two where the process may use two cores or more and the
+    pass computes more than the analysis (alone, it costs about what the read does: one set on
+    one core keeps up with the reader on the other, and a second set only adds contention)."""
+    if analysis_only:
+        return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
