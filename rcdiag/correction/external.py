@@ -107,9 +107,9 @@ class Band:
 
         def compute() -> Bool:
             if self.ratio.row_level:
-                return view.broadcast(self.inside_rows(view)) | ~view.mask
+                return view.or_invalid(view.broadcast(self.inside_rows(view)))
             r = ratio_tokens(view, self.ratio)
-            return ((r >= self.lo) & (r <= self.hi)) | ~view.mask
+            return view.or_invalid((r >= self.lo) & (r <= self.hi))
 
         return view.memo(("ext_band", self), compute)
 
@@ -243,7 +243,7 @@ def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
             if isinstance(rule, Band | TokenRule):
                 keep &= rule.inside(view)
             else:
-                keep &= view.broadcast(rule.keep_rows(view)) | ~view.mask
+                keep &= view.or_invalid(view.broadcast(rule.keep_rows(view)))
         return keep
 
     return view.memo(("ext_keep", rules), compute)

@@ -113,7 +113,7 @@ class Rejection(Component):
             return (statistic >= lower) & below if two_sided else below
 
         if aggregation == "token":
-            return Judged(token_keep=accepted(k) | ~view.mask, token_statistic=k)
+            return Judged(token_keep=view.or_invalid(accepted(k)), token_statistic=k)
         if aggregation == "sum":
             row = segment_sum(k, view.offsets)
         elif aggregation == "mean":
@@ -227,7 +227,7 @@ class LegacyRejectionRule(Component):
         lower, upper = self.rule.lower, self.rule.upper
         token_ratio, row = self.ratio(view)
         if row is None:
-            keep = ((token_ratio >= lower) & (token_ratio <= upper)) | ~view.mask
+            keep = view.or_invalid((token_ratio >= lower) & (token_ratio <= upper))
             return Judged(token_keep=keep, token_statistic=token_ratio)
         row_ratio = np.exp(np.clip(row, -SAFETY_BOUND, SAFETY_BOUND))
         row_keep = (row_ratio >= lower) & (row_ratio <= upper)
@@ -272,7 +272,7 @@ class Veto(Component):
         return view.count(view.log_ratio < math.log(self.threshold))
 
     def keep(self, view: TokenView) -> Bool:
-        return view.broadcast(self.catastrophic(view) == 0) | ~view.mask
+        return view.or_invalid(view.broadcast(self.catastrophic(view) == 0))
 
     def row_stats(self, view: TokenView) -> RowStats:
         catastrophic = self.catastrophic(view)

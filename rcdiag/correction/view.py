@@ -20,6 +20,7 @@ from rcdiag.metrics.ragged import (
     I64,
     Bool,
     RaggedBatch,
+    segment_count,
     segment_max,
     segment_min,
     segment_sum,
@@ -127,13 +128,16 @@ class TokenView:
     def valid_min(self, token_values: F64) -> F64:
         return segment_min(self.valid(token_values, np.inf), self.offsets)
 
+    def or_invalid(self, token_flags: Bool) -> Bool:
+        """``token_flags`` or the position is invalid (a keep mask that never drops padding); the
+        flags themselves when every position is valid."""
+        return token_flags if self.batch.all_valid else token_flags | ~self.mask
+
     def count(self, token_flags: Bool) -> F64:
         """Per-row count of valid positions where the flag holds."""
         if not self.batch.all_valid:
             token_flags = token_flags & self.mask
-        if not token_flags.any():
-            return np.zeros(self.offsets.size - 1)
-        return segment_sum(token_flags, self.offsets)
+        return segment_count(token_flags, self.offsets)
 
     @cached_property
     def runs(self) -> tuple[I64, I64]:

@@ -91,7 +91,7 @@ def inside(view: TokenView, rs: Rs) -> Bool:
     def compute() -> Bool:
         if rs.level == "sequence":
             return view.broadcast(rs.inside(row_metric(view, rs)))
-        return rs.inside(token_metric(view, rs.metric)) | ~view.mask
+        return view.or_invalid(rs.inside(token_metric(view, rs.metric)))
 
     return view.memo(("areal_inside", rs), compute)
 

@@ -77,7 +77,8 @@ class ProbDiffBand(TokenRule):
 
     def inside(self, view: TokenView) -> Bool:
         return view.memo(
-            ("prime_ipo", self.threshold), lambda: (prob_diff(view) <= self.threshold) | ~view.mask
+            ("prime_ipo", self.threshold),
+            lambda: view.or_invalid(prob_diff(view) <= self.threshold),
         )
 
 

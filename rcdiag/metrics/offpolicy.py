@@ -20,10 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_max, segment_sum
+from rcdiag.metrics.ragged import F64, I64, RaggedBatch, segment_count, segment_max, segment_sum
 
 SAFETY_BOUND = 20.0
 """verl clamps log ratios to [−20, 20] before exponentiating them (docs/metrics.md)."""
@@ -259,11 +258,11 @@ def _piece_sums(
     rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
     outside_near = np.zeros(rows)
     if not largest < _NEAR_BAND:
-        outside_near = _segment_count(rho_deviation > 0.1, offsets)
+        outside_near = segment_count(rho_deviation > 0.1, offsets)
     del rho_deviation, weight_deviation, expm1_clamped
     outside_far = np.zeros(rows)
     if not largest <= _LN2:
-        outside_far = _segment_count(abs_ell > _LN2, offsets)
+        outside_far = segment_count(abs_ell > _LN2, offsets)
     row_abs = segment_sum(abs_ell, offsets)
     del abs_ell
     np.subtract(expm1_ell, ell, out=expm1_ell)  # k3 per token: ρ − 1 − ℓ (ρ − 1 is not read again)
@@ -275,7 +274,7 @@ def _piece_sums(
         catastrophic_flags = ell < log_tau
         if log_tau > 0 and not batch.all_valid:  # log τ > 0 = ℓ at invalid positions
             catastrophic_flags &= mask
-        catastrophic = _segment_count(catastrophic_flags, offsets)
+        catastrophic = segment_count(catastrophic_flags, offsets)
     return {
         "n": n,
         "old_sum": old_sum,
@@ -341,16 +340,6 @@ def _row_statistics(batch: RaggedBatch, log_ratio: F64, veto_threshold: float) -
         "token_weight_by_n": row_weight * n,
         "weight_abs_dev": sums["row_weight_abs_dev"],
     }
-
-
-def _segment_count(flags: NDArray[np.bool_], offsets: I64) -> F64:
-    """Per-row number of true flags. Flags are usually rare (a band's outliers, vetoed tokens):
-    then each is located in its row (a search per flag) instead of reducing the whole batch."""
-    flagged = np.count_nonzero(flags)
-    if flagged * 16 >= flags.size:
-        return segment_sum(flags, offsets)
-    rows = np.searchsorted(offsets, np.flatnonzero(flags), side="right") - 1
-    return np.bincount(rows, minlength=offsets.size - 1).astype(np.float64)
 
 
 def verl_offpolicy_metrics(stats: Mapping[str, Any]) -> dict[str, Any]:

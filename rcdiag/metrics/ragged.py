@@ -129,6 +129,20 @@ def segment_sum(values: NDArray[np.generic], offsets: I64) -> F64:
     return out
 
 
+def segment_count(flags: Bool, offsets: I64) -> F64:
+    """Per-row number of true flags. Flags are usually rare (a band's outliers, vetoed tokens):
+    then each is located in its row (a search per flag) instead of reducing the whole batch.
+
+    Example:
+        >>> segment_count(np.array([True, False, False, True]), np.array([0, 2, 2, 4]))
+        array([1., 0., 1.])
+    """
+    if np.count_nonzero(flags) * 16 >= flags.size:
+        return segment_sum(flags, offsets)
+    rows = np.searchsorted(offsets, np.flatnonzero(flags), side="right") - 1
+    return np.bincount(rows, minlength=offsets.size - 1).astype(np.float64)
+
+
 def segment_max(values: F64, offsets: I64, empty: float = -np.inf) -> F64:
     """Per-row maximum; an empty row gives ``empty``."""
     out = np.full(offsets.size - 1, empty, dtype=np.float64)
