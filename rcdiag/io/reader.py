@@ -100,6 +100,10 @@ def _first_true(flags: pa.Array) -> int:
     return int(np.flatnonzero(as_numpy(flags))[0])
 
 
+BATCH_TOKENS = 1 << 20
+"""Tokens per batch: large enough that the work per batch, not per call, dominates (docs/scale.md)."""
+
+
 class DumpReader:
     """Streams a dump as :class:`~rcdiag.metrics.ragged.RaggedBatch` es of float64 log-probs.
 
@@ -127,7 +131,7 @@ class DumpReader:
         *,
         drop_nonfinite: bool = False,
         selection: StepSelection | None = None,
-        batch_tokens: int = 1 << 20,
+        batch_tokens: int = BATCH_TOKENS,
         row_details: bool = False,
         stream_offset: int = 0,
         storage_options: Mapping[str, Any] | None = None,

@@ -13,7 +13,7 @@ from rcdiag.dialects import DIALECTS, Dialect
 from rcdiag.errors import UsageError
 from rcdiag.io.files import ColumnNames, StepSelection
 from rcdiag.io.native.detect import InputFormat
-from rcdiag.io.reader import DumpReader
+from rcdiag.io.reader import BATCH_TOKENS, DumpReader
 
 PathLike = str | os.PathLike[str]
 Paths = PathLike | Sequence[PathLike]
@@ -56,9 +56,11 @@ class DumpSpec:
         row_details: bool = False,
         paths: Sequence[str | Path] | None = None,
         stream_offset: int = 0,
+        batch_tokens: int = BATCH_TOKENS,
     ) -> DumpReader:
         """A streaming reader; ``row_details`` also reads each row's uid and position. ``paths``
-        and ``stream_offset``: a part of the dump (its files, and the rows before them)."""
+        and ``stream_offset``: a part of the dump (its files, and the rows before them);
+        ``batch_tokens``: tokens per batch."""
         return DumpReader(
             self.paths if paths is None else paths,
             self.columns,
@@ -66,6 +68,7 @@ class DumpSpec:
             selection=self.selection,
             row_details=row_details,
             stream_offset=stream_offset,
+            batch_tokens=batch_tokens,
             storage_options=self.storage_options,
             input_format=self.input_format,
         )
