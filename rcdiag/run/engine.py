@@ -16,15 +16,13 @@ def stream(
     consumers: list[Consumers],
     progress: Progress | None,
     row_details: bool = False,
+    batch_tokens: int = BATCH_TOKENS,
 ) -> DumpReader:
-    """Read the dump once, dealing its batches in turn to ``consumers`` (each set on its own
-    thread, :mod:`rcdiag.run.workers`); returns the exhausted reader. ``progress(rows_read,
-    total_rows)`` is called once before the first batch (a bar shows the total at once) and after
-    each batch: per batch, never per row.
-
-    With two sets, batches are half the usual size, so that the two batches in work hold what
-    one does alone: measured, the same speed or faster, at about 40% less memory (docs/scale.md)."""
-    reader = dump.reader(row_details, batch_tokens=BATCH_TOKENS // len(consumers))
+    """Read the dump once in batches of about ``batch_tokens`` tokens, dealing them in turn to
+    ``consumers`` (each set on its own thread, :mod:`rcdiag.run.workers`); returns the exhausted
+    reader. ``progress(rows_read, total_rows)`` is called once before the first batch (a bar
+    shows the total at once) and after each batch: per batch, never per row."""
+    reader = dump.reader(row_details, batch_tokens=batch_tokens)
     total = reader.total_rows
     if progress is not None:
         progress(0, total)
@@ -58,8 +56,17 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
         threads = consumer_threads(request.analysis_only)
         parts = [Consumers.for_request(request) for _ in range(threads)]
         row_details = request.profile_top_k is not None
-        reader = stream(dump, parts, progress, row_details)
+        reader = stream(dump, parts, progress, row_details, batch_tokens(request, threads))
         consumers = parts[0]
         for part in parts[1:]:  # in the order batches were dealt: the same sums on every run
             consumers.merge(part)
         return consumers.finish(dump, reader)
+
+
+def batch_tokens(request: Request, threads: int) -> int:
+    """Tokens per batch: :data:`~rcdiag.io.reader.BATCH_TOKENS`, halved when two sets of
+    consumers that compute other frameworks' metrics run at once. Those hold the most per token
+    (two batches in work peaked at 1.1 GB); there fresh memory's page faults cost more than the
+    calls that smaller batches add (measured: 9% faster at 640 MB, docs/scale.md), while a
+    comparison alone is 10% slower in batches of half the size."""
+    return BATCH_TOKENS // 2 if threads > 1 and request.frameworks else BATCH_TOKENS
