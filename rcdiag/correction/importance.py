@@ -15,11 +15,12 @@ from rcdiag.correction.engine import (
     Getter,
     Metrics,
     RowStats,
+    safe_log,
     weight_metrics,
     weight_row_stats,
 )
 from rcdiag.correction.view import TokenView
-from rcdiag.metrics.grouped import Kind
+from rcdiag.metrics.grouped import Kind, Moments
 from rcdiag.metrics.offpolicy import SAFETY_BOUND
 from rcdiag.metrics.ragged import (
     F64,
@@ -36,6 +37,14 @@ class Weights:
     raw: F64
     applied: F64
     row_log_ratio: F64 | None  # S_i at sequence level
+
+
+@dataclass(frozen=True)
+class RowWeights:
+    """Sequence-level R and W, one value per row (what the row's valid tokens carry)."""
+
+    raw: F64
+    applied: F64
 
 
 def raw_weights(view: TokenView, level: str) -> F64:
@@ -77,6 +86,22 @@ class Importance(Component):
         level = self.plan.level
         return view.memo(("raw_weights", level), lambda: raw_weights(view, level))
 
+    def row_weights(self, view: TokenView) -> RowWeights:
+        """At sequence level, R and W of each row (what the token arrays repeat on its valid
+        tokens), without a token array."""
+        if self.plan.level == "token":
+            raise ValueError("token-level weights are not one value per row")
+        return view.memo(("row_weights", *self.weights_key[1:]), lambda: self._row_weights(view))
+
+    def _row_weights(self, view: TokenView) -> RowWeights:
+        plan = self.plan
+        raw = np.exp(np.clip(view.seq_sum, -SAFETY_BOUND, SAFETY_BOUND))
+        if plan.icepop:
+            applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
+        else:
+            applied = np.minimum(raw, plan.hi)
+        return RowWeights(raw, applied)
+
     def _weights(self, view: TokenView) -> Weights:
         plan = self.plan
         row = None if plan.level == "token" else view.seq_sum
@@ -88,17 +113,56 @@ class Importance(Component):
         return Weights(raw, applied, row)
 
     def row_stats(self, view: TokenView) -> RowStats:
+        if self.plan.level != "token":
+            return self._sequence_row_stats(view)
         plan, w = self.plan, self.weights(view)
         legacy = self.dialect == "legacy"
         measured = w.raw if legacy else w.applied
         # latest: W already lies in [0, hi] (0 at invalid positions), so clip(W, 0, hi) is W
         band = view.valid(np.clip(w.raw, plan.lo, plan.hi)) if legacy else w.applied
         stats = weight_row_stats(view, w.raw, measured, band, w.row_log_ratio, plan.lo, plan.hi)
-        stats["oob"] = view.count((w.raw < plan.lo) | (w.raw > plan.hi))
+        # R < lo and R > hi never hold together (lo ≤ hi): out of the band is low plus high
+        low, high = stats["low"], stats["high"]
+        if plan.lo <= plan.hi and not isinstance(low, Moments) and not isinstance(high, Moments):
+            stats["oob"] = low + high
+        else:
+            stats["oob"] = view.count((w.raw < plan.lo) | (w.raw > plan.hi))
         stats["applied_sum"] = view.row_sum(w.applied)
         stats["applied_row_mean"] = view.row_mean(w.applied)
         stats["applied_sq"] = view.row_sum(view.squares(w.applied))
         return stats
+
+    def _sequence_row_stats(self, view: TokenView) -> RowStats:
+        """:meth:`row_stats` at sequence level, from one weight per row: every token array there
+        repeats its row's value v on the n_i valid tokens, so a row's sum is n_i·v, its mean v,
+        its spread 0 (the token sums give the same up to their rounding)."""
+        plan, w, n = self.plan, self.row_weights(view), view.n
+        legacy = self.dialect == "legacy"
+        measured = w.raw if legacy else w.applied
+        band = np.clip(w.raw, plan.lo, plan.hi) if legacy else w.applied
+        nonempty = view.nonempty
+        s = np.where(nonempty, measured, 0.0)  # verl's per-row mean of the repeated weight
+        r = np.where(nonempty, w.raw, 0.0)
+        seq = view.seq_sum
+        return {
+            "sum": n * measured,
+            "band": Moments(n, np.where(nonempty, band, 0.0), np.zeros(n.size)),
+            "band_sq": n * band * band,
+            "seq": view.row_moments(s),
+            "seq_max": s,
+            "seq_min": s,
+            "seq_dev": np.abs(s - 1.0),
+            "seq_high": (r > plan.hi).astype(np.float64),
+            "seq_low": (r < plan.lo).astype(np.float64),
+            "max": seq,
+            "min": seq,
+            "high": (seq > safe_log(plan.hi)).astype(np.float64),
+            "low": (seq < safe_log(plan.lo)).astype(np.float64),
+            "oob": n * ((w.raw < plan.lo) | (w.raw > plan.hi)),
+            "applied_sum": n * w.applied,
+            "applied_row_mean": np.where(nonempty, w.applied, 0.0),
+            "applied_sq": n * w.applied * w.applied,
+        }
 
     def batch_norm_factor(self, get: Getter) -> Any:
         """The batch-normalisation μ (docs/correction.md), or 1.0 when μ ≤ 1e-8 (weights unchanged):

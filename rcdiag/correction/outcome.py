@@ -145,6 +145,8 @@ class Outcome(Component):
         if plan.importance is None:
             return _unit_weights(view.run_sum(view.mask_weights if keep is None else keep))
         importance = Importance(plan.importance, plan.dialect)
+        if keep is None and plan.importance.level != "token":  # one weight per row, all kept
+            return self._row_kept_sums(view, np.ones(view.n.size, dtype=bool))
         if keep is None and not plan.importance.icepop and view.one_run:
             cap = plan.importance.hi
             if cap >= CAP_FLOOR:  # truncation only: the weights above the floor are capped
@@ -175,7 +177,19 @@ class Outcome(Component):
         kept = view.run_row_sum(view.n * kept_rows)
         if self.plan.importance is None:
             return _unit_weights(kept)
-        weights = Importance(self.plan.importance, self.plan.dialect).weights(view)
+        importance = Importance(self.plan.importance, self.plan.dialect)
+        if self.plan.importance.level != "token":  # a row's tokens repeat its weight
+            rows = importance.row_weights(view)
+            n, applied_row = view.n, rows.applied
+            # the largest applied weight over a row's positions: 0 at its invalid ones
+            top = np.where(view.nonempty, applied_row, np.where(view.lengths > 0, 0.0, -np.inf))
+            return {
+                "kept_raw": view.run_row_sum(n * rows.raw * kept_rows),
+                "kept_applied": view.run_row_sum(n * applied_row * kept_rows),
+                "kept_applied_sq": view.run_row_sum(n * applied_row * applied_row * kept_rows),
+                "kept_applied_max": view.run_row_max(np.where(row_keep, top, 0.0)),
+            }
+        weights = importance.weights(view)
         applied = weights.applied
         return {
             "kept_raw": view.run_row_sum(view.row_sum(weights.raw) * kept_rows),

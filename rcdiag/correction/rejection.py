@@ -27,7 +27,7 @@ from rcdiag.correction.engine import (
 from rcdiag.correction.importance import raw_weights
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.offpolicy import SAFETY_BOUND
+from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor
 from rcdiag.metrics.ragged import (
     F64,
     I64,
@@ -48,6 +48,20 @@ def divergence(view: TokenView, name: str) -> F64:
         "k3": lambda: np.expm1(ell) - ell,
     }
     return view.memo(("divergence", name), formulas[name])
+
+
+def divergence_row_sum(view: TokenView, name: str) -> F64:
+    """Σ_valid of :func:`divergence` per row: for k1 and k2 from the row sums of ℓ̃ and ℓ̃² (the
+    same numbers: negating and halving are exact), for k3 the analysis's Σ(e^ℓ − 1 − ℓ) when
+    nothing was clamped, else from its token array."""
+    ell = view.clamped
+    if name == "k1":
+        return -view.row_sum(ell)
+    if name == "k2":
+        return 0.5 * view.row_sum(view.squares(ell))
+    if ell is view.log_ratio and "k3" in view.row_sums:
+        return view.row_sums["k3"]
+    return view.row_sum(divergence(view, name))
 
 
 @dataclass(frozen=True)
@@ -103,8 +117,7 @@ class Rejection(Component):
         return view.memo(("criterion", self.criterion), lambda: self._judge(view))
 
     def _judge(self, view: TokenView) -> Judged:
-        k = divergence(view, self.criterion.divergence)
-        aggregation = self.criterion.aggregation
+        name, aggregation = self.criterion.divergence, self.criterion.aggregation
         lower, upper = self.bounds
         two_sided = self.criterion.divergence == "k1"
 
@@ -113,13 +126,14 @@ class Rejection(Component):
             return (statistic >= lower) & below if two_sided else below
 
         if aggregation == "token":
+            k = divergence(view, name)
             return Judged(token_keep=view.or_invalid(accepted(k)), token_statistic=k)
-        if aggregation == "sum":
-            row = segment_sum(k, view.offsets)
+        if aggregation == "sum":  # row sums only: no token array for k1 and k2
+            row = divergence_row_sum(view, name)
         elif aggregation == "mean":
-            row = view.row_mean(k)
+            row = divergence_row_sum(view, name) / count_divisor(view.n)
         else:
-            row = np.where(view.nonempty, view.valid_max(k), 0.0)
+            row = np.where(view.nonempty, view.valid_max(divergence(view, name)), 0.0)
         return Judged(
             row_statistic=row, row_keep=accepted(row), lengths=view.lengths, mask=view.mask
         )

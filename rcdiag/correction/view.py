@@ -7,7 +7,7 @@ keep masks), so comparing many presets costs one pass each over the tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -36,8 +36,12 @@ the weights up to it are summed once per batch for every such C."""
 class TokenView:
     """Per-batch token and row arrays shared by every configuration."""
 
-    def __init__(self, batch: RaggedBatch) -> None:
+    def __init__(self, batch: RaggedBatch, row_sums: Mapping[str, F64] | None = None) -> None:
+        """``row_sums``: the batch's per-row statistics when the analysis computed them
+        (:data:`~rcdiag.metrics.offpolicy.ROW_STATISTICS`): S_i and Σk3 are then read, not summed
+        again."""
         self.batch = batch
+        self.row_sums = row_sums or {}
         self.offsets = batch.offsets
         self.mask = batch.mask
         self.log_ratio = masked_log_ratio(batch)
@@ -58,8 +62,12 @@ class TokenView:
 
     @cached_property
     def clamped(self) -> F64:
-        """clamp(ℓ, ±20), 0 at invalid positions."""
-        return np.clip(self.log_ratio, -SAFETY_BOUND, SAFETY_BOUND)
+        """clamp(ℓ, ±20), 0 at invalid positions: ℓ itself when no |ℓ| exceeds the bound (the
+        usual batch: no copy)."""
+        ell = self.log_ratio
+        if ell.size and max(-float(ell.min()), float(ell.max())) <= SAFETY_BOUND:
+            return ell
+        return np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)
 
     @cached_property
     def n(self) -> F64:
@@ -74,7 +82,9 @@ class TokenView:
     @cached_property
     def seq_sum(self) -> F64:
         """S_i = Σ_valid ℓ (unclamped; 0 for an empty row)."""
-        return segment_sum(self.log_ratio, self.offsets)
+        if "log_ratio" in self.row_sums:
+            return self.row_sums["log_ratio"]
+        return self.row_sum(self.log_ratio)
 
     @cached_property
     def lengths(self) -> np.ndarray:

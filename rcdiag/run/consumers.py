@@ -120,7 +120,7 @@ class Consumers:
         if shared:
             from rcdiag.correction.view import TokenView
 
-            view = TokenView(batch)  # what both compute from the batch, once
+            view = TokenView(batch, row_stats)  # what both compute from the batch, once
         if self.comparison is not None:
             self.comparison.update(batch, view)
         if self.frameworks is not None:
