@@ -16,6 +16,7 @@ from rcdiag.metrics.bins import (
     position_runs,
     rollout_prob_bucket,
     signed_log_bin,
+    signed_log_histogram,
 )
 from rcdiag.metrics.offpolicy import row_statistics
 from rcdiag.metrics.profile import MismatchProfile
@@ -279,11 +280,18 @@ def test_bins_equal_a_binary_search_on_and_next_to_every_edge() -> None:
     bits = rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False)
     anything = bits.view(np.float64)
     assert (signed_log_bin(anything) == np.searchsorted(edges, anything, side="right")).all()
+    for sample in (values, anything):
+        histogram = np.bincount(signed_log_bin(sample), minlength=edges.size + 1)
+        assert signed_log_histogram(sample).tolist() == histogram.tolist()
 
     log_edges = np.log(np.array(ROLLOUT_PROB_EDGES)).tolist()
     probs = np.concatenate([log_edges, np.nextafter(log_edges, -np.inf), -rng.exponential(3, 5000)])
     want = [bisect.bisect_right(log_edges, v) for v in probs.tolist()]
     assert rollout_prob_bucket(probs).tolist() == want
+    # every float64: the count of edges ≤ x, NaN counting none
+    with np.errstate(invalid="ignore"):
+        counted = (anything[:, None] >= np.array(log_edges)[None, :]).sum(axis=1)
+    assert (rollout_prob_bucket(anything) == counted).all()
 
 
 @pytest.mark.parametrize("lengths", [[5, 0, 2], [0, 0], [1], [1 << 21, 3], [0, 17, 0, 64, 1]])

@@ -42,6 +42,7 @@ from rcdiag.metrics.bins import (
     prob_label,
     rollout_prob_bucket,
     signed_log_bin,
+    signed_log_histogram,
 )
 from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics, token_pieces
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
@@ -211,9 +212,7 @@ class MismatchProfile:
             per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
             rollout = rollout[mask]
         self.valid_tokens += int(per_token[0].size)
-        self.token_histogram += np.bincount(
-            signed_log_bin(per_token[0]), minlength=self.token_histogram.size
-        )
+        self.token_histogram += signed_log_histogram(per_token[0])
         self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)
         ends = np.append(starts[1:], batch.offsets[-1])
         first = int(np.searchsorted(ends, low, side="right"))  # the runs inside low:high
