@@ -2,7 +2,7 @@
 rows are longer than a piece matches the same dump processed whole, and the memory of a pass over
 one long row stays a small multiple of the row's own arrays.
 
-The pieces are made small here (:data:`rcdiag.metrics.offpolicy.TOKEN_PIECE` and ``CACHE_PIECE``
+The pieces are made small here (:data:`rcdiag.metrics.token_sums.TOKEN_PIECE` and ``CACHE_PIECE``
 patched) so that a few-thousand-token dump is cut inside its rows; the reference is the same code
 with pieces larger than any batch, and an independent slow reference for the position statistics.
 """
@@ -18,7 +18,7 @@ import pytest
 
 from rcdiag import write_dump
 from rcdiag.assess.recommendation.candidates import preset_configs
-from rcdiag.metrics import offpolicy
+from rcdiag.metrics import token_sums
 from rcdiag.run.consumers import Request
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.engine import run
@@ -76,9 +76,9 @@ def test_rows_cut_in_pieces_give_every_metric_of_whole_rows(
 ) -> None:
     path = _dump(tmp_path)
     whole = _documents(path)
-    monkeypatch.setattr(offpolicy, "TOKEN_PIECE", SMALL_PIECE)
-    monkeypatch.setattr(offpolicy, "CACHE_PIECE", SMALL_PIECE)
-    assert len(offpolicy.token_pieces(700)) > 1
+    monkeypatch.setattr(token_sums, "TOKEN_PIECE", SMALL_PIECE)
+    monkeypatch.setattr(token_sums, "CACHE_PIECE", SMALL_PIECE)
+    assert len(token_sums.token_pieces(700)) > 1
     pieces = _documents(path)
     for a, b in zip(whole, pieces, strict=True):
         a.pop("rcdiag_version", None), b.pop("rcdiag_version", None)

@@ -26,10 +26,10 @@ from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
     row_statistics,
-    token_pieces,
     verl_offpolicy_metrics,
 )
 from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch
+from rcdiag.metrics.token_sums import token_pieces
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ import numpy as np
 
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind, Moments
-from rcdiag.metrics.offpolicy import SAFETY_BOUND
 from rcdiag.metrics.ragged import (
     F64,
 )
+from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 RowStats = dict[str, F64 | Moments]
 Metrics = dict[str, float | None]

@@ -21,10 +21,10 @@ from rcdiag.correction.engine import (
 )
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind, Moments
-from rcdiag.metrics.offpolicy import SAFETY_BOUND
 from rcdiag.metrics.ragged import (
     F64,
 )
+from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 # ----------------------------------------------------------------------------------------------
 # Importance sampling (docs/correction.md)

@@ -27,13 +27,14 @@ from rcdiag.correction.engine import (
 from rcdiag.correction.importance import raw_weights
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor
+from rcdiag.metrics.offpolicy import count_divisor
 from rcdiag.metrics.ragged import (
     F64,
     I64,
     Bool,
     segment_sum,
 )
+from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 # ----------------------------------------------------------------------------------------------
 # Rejection, latest dialect (docs/correction.md)

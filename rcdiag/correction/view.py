@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rcdiag.metrics.grouped import Moments
-from rcdiag.metrics.offpolicy import SAFETY_BOUND, count_divisor, masked_log_ratio
+from rcdiag.metrics.offpolicy import count_divisor, masked_log_ratio
 from rcdiag.metrics.ragged import (
     F64,
     I64,
@@ -25,6 +25,7 @@ from rcdiag.metrics.ragged import (
     segment_min,
     segment_sum,
 )
+from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Source, abs_log_ratio, prefixed
 from rcdiag.frameworks.skyrl_modes import PRESETS
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.offpolicy import SAFETY_BOUND
+from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 ID = "skyrl"
 PIN = Pin("NovaSky-AI/SkyRL", "main", "a9564572eb8e91076be43c1bd5e4615e3de17265", "2026-08-21")

@@ -44,8 +44,9 @@ from rcdiag.metrics.bins import (
     signed_log_bin,
     signed_log_histogram,
 )
-from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics, token_pieces
+from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
+from rcdiag.metrics.token_sums import token_pieces
 
 DEFAULT_TOP_K = 20
 
