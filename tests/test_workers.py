@@ -121,3 +121,17 @@ def test_two_sets_give_the_numbers_of_one(tmp_path: Path, monkeypatch: pytest.Mo
     one = _documents(tmp_path)
     for a, b in zip(one, two, strict=True):
         _close(a, b)
+
+
+def test_passes_with_other_frameworks_read_half_batches() -> None:
+    """Their consumers hold the most per token: two sets in half batches hold what one set does."""
+    from rcdiag.io.reader import BATCH_TOKENS
+    from rcdiag.run.plans import framework_modes, frameworks_of
+
+    verl = Request(configs=preset_configs("latest")[0])
+    modes = Request(configs=framework_modes("trl"))
+    metrics = Request(frameworks=frameworks_of("slime", "frameworks"))
+    assert not verl.other_frameworks and modes.other_frameworks and metrics.other_frameworks
+    assert engine.batch_tokens(verl, 2) == BATCH_TOKENS
+    assert engine.batch_tokens(modes, 2) == engine.batch_tokens(metrics, 2) == BATCH_TOKENS // 2
+    assert engine.batch_tokens(modes, 1) == BATCH_TOKENS

@@ -57,6 +57,17 @@ class Request:
     frameworks: Sequence[Framework] = ()
 
     @property
+    def other_frameworks(self) -> bool:
+        """Whether the pass computes other frameworks' metrics or correction modes."""
+        if self.frameworks:
+            return True
+        if not (self.configs or self.summary_only):
+            return False
+        from rcdiag.correction.external import ExternalPlan
+
+        return any(isinstance(c.plan, ExternalPlan) for c in (*self.configs, *self.summary_only))
+
+    @property
     def analysis_only(self) -> bool:
         """Whether the pass computes the analysis alone (``analyze``)."""
         return not (
