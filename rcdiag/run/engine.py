@@ -66,7 +66,7 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
 def batch_tokens(request: Request, threads: int) -> int:
     """Tokens per batch: :data:`~rcdiag.io.reader.BATCH_TOKENS`, halved when two sets of
     consumers that compute other frameworks' metrics or modes run at once. Those hold the most
-    per token (two batches in work peaked at 1.1 GB); there fresh memory's page faults cost more
-    than the calls that smaller batches add (measured: 9% faster at 640 MB, docs/scale.md), while
-    verl's comparison alone is 10% slower in batches of half the size."""
+    per token: in full batches the pass peaked at 1.05 GB and fresh memory's page faults cost
+    more than the calls smaller batches add (halved: 605 MB and 27% faster, docs/scale.md),
+    while verl's comparison alone is 10% slower in batches of half the size."""
     return BATCH_TOKENS // 2 if threads > 1 and request.other_frameworks else BATCH_TOKENS
