@@ -3,6 +3,7 @@ against the direct sums of min(w, C), including weights of e^20 beside weights n
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -56,3 +57,49 @@ def test_capped_refuses_what_it_cannot_answer(steps: list[int], cap: float) -> N
     view = view_of([3, 4], steps, np.random.default_rng(0))
     with pytest.raises(ValueError, match="one run"):
         view.capped(np.ones(7), cap)
+
+
+def _two_pass(values: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> list[float]:
+    """M2 of each row's valid values, summed from the deviations in Python (math.fsum)."""
+    out = []
+    for start, stop in itertools.pairwise(offsets):
+        row = [float(v) for v, ok in zip(values[start:stop], valid[start:stop], strict=True) if ok]
+        mean = math.fsum(row) / len(row) if row else 0.0
+        out.append(math.fsum((v - mean) ** 2 for v in row))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("spread", "holes"),
+    [(0.3, False), (1e-3, False), (1e-9, False), (0.0, False), (0.3, True)],
+)
+def test_token_moments_match_a_two_pass_reference(spread: float, holes: bool) -> None:
+    """A wide spread is read from Σx² and Σx; near-equal values (where that difference would lose
+    digits) and masked positions are summed from the deviations: both to 1e-8 of M2."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 300, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = int(offsets[-1])
+    values = 1.0 + spread * rng.standard_normal(tokens)
+    valid = rng.random(tokens) > 0.2 if holes else np.ones(tokens, dtype=bool)
+    batch = RaggedBatch(
+        rollout=np.zeros(tokens),
+        old=np.zeros(tokens),
+        mask=valid,
+        offsets=offsets,
+        steps=np.zeros(lengths.size, dtype=np.int64),
+    )
+    view = TokenView(batch)
+    spread_out: list[int] = []
+    broadcast = view.broadcast
+
+    def counted(per_row: np.ndarray) -> np.ndarray:
+        spread_out.append(1)
+        return broadcast(per_row)
+
+    view.broadcast = counted  # type: ignore[method-assign]
+    moments = view.token_moments(view.valid(values))
+    expected = _two_pass(values, offsets, valid)
+    assert moments.m2 == pytest.approx(expected, rel=1e-8, abs=1e-300)
+    assert moments.n.tolist() == [float(valid[a:b].sum()) for a, b in itertools.pairwise(offsets)]
+    assert bool(spread_out) == holes, "with every position valid, rows sum their own deviations"

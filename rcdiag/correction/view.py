@@ -29,6 +29,9 @@ from rcdiag.metrics.token_sums import SAFETY_BOUND
 
 T = TypeVar("T")
 
+_EPSILON = float(np.finfo(np.float64).eps) / 2
+"""The unit roundoff of float64 (2⁻⁵³)."""
+
 CAP_FLOOR = 1.1
 """Truncation thresholds C from here up read the weights above it only (:meth:`TokenView.capped`):
 the weights up to it are summed once per batch for every such C."""
@@ -112,17 +115,35 @@ class TokenView:
         return self.row_sum(token_values) / count_divisor(self.n)
 
     def token_moments(self, token_values: F64) -> Moments:
-        """Per-row count, mean and M2 of the values at valid positions."""
+        """Per-row count n, mean x̄ and M2 = Σ (x − x̄)² of the values at valid positions.
+
+        With all positions valid, M2 is first read as Σx² − x̄·Σx from the row sums (Σx² is
+        shared with the statistics that sum the squares). That difference loses at most about
+        2(n + 1)·ε·Σx² to rounding: it is kept where this is at most 1e-8 of M2 (a spread not
+        tiny against the values, the usual case); the other rows (nearly equal values, values
+        beyond the float64 range) sum their deviations x − x̄. A row of one value has M2 = 0."""
         n = self.n
-        sums = (
-            self.row_sum(token_values)
-            if self.batch.all_valid
-            else segment_sum(self.valid(token_values), self.offsets)
-        )
+        if not self.batch.all_valid:
+            sums = segment_sum(self.valid(token_values), self.offsets)
+            mean = np.divide(sums, n, out=np.zeros_like(n), where=n > 0)
+            deviation = self.valid(token_values - self.broadcast(mean))
+            np.square(deviation, out=deviation)
+            return Moments(n, mean, segment_sum(deviation, self.offsets))
+        sums = self.row_sum(token_values)
         mean = np.divide(sums, n, out=np.zeros_like(n), where=n > 0)
-        deviation = self.valid(token_values - self.broadcast(mean))
-        np.square(deviation, out=deviation)
-        return Moments(n, mean, segment_sum(deviation, self.offsets))
+        with np.errstate(all="ignore"):
+            squares = self.row_sum(self.squares(token_values))
+            m2 = np.where(n > 1, squares - mean * sums, 0.0)
+            summed = (n > 1) & ~(m2 >= (2 * n + 2) * (_EPSILON * 1e8) * squares)
+        if summed.any():  # those rows' deviations, from their tokens only
+            lengths = self.lengths[summed]
+            tokens = token_values[np.repeat(summed, self.lengths)]
+            deviation = tokens - np.repeat(mean[summed], lengths)
+            np.square(deviation, out=deviation)
+            offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            m2[summed] = segment_sum(deviation, offsets)
+        return Moments(n, mean, m2)
 
     def row_moments(self, per_row: F64, include: Bool | None = None) -> Moments:
         """Moments of one value per row (rows outside ``include`` left out)."""
