@@ -155,10 +155,22 @@ class TokenView:
         return Moments(self.n, np.where(self.nonempty, per_row, 0.0), np.zeros(per_row.size))
 
     def valid_max(self, token_values: F64) -> F64:
-        return segment_max(self.valid(token_values, -np.inf), self.offsets)
+        """Each row's largest value at its valid positions (−inf without one), once per array
+        and batch (criteria at several thresholds read the same maxima)."""
+        key = ("valid_max", id(token_values))
+        return self.memo(
+            key,
+            lambda: (token_values, segment_max(self.valid(token_values, -np.inf), self.offsets)),
+        )[1]
 
     def valid_min(self, token_values: F64) -> F64:
-        return segment_min(self.valid(token_values, np.inf), self.offsets)
+        """Each row's smallest value at its valid positions (+inf without one), once per array
+        and batch."""
+        key = ("valid_min", id(token_values))
+        return self.memo(
+            key,
+            lambda: (token_values, segment_min(self.valid(token_values, np.inf), self.offsets)),
+        )[1]
 
     def or_invalid(self, token_flags: Bool) -> Bool:
         """``token_flags`` or the position is invalid (a keep mask that never drops padding); the
