@@ -123,8 +123,8 @@ def prefix_sample(
     column = np.arange(width, dtype=np.int64)
     inside = column < take[:, None]
     fill = np.where(take > 0, starts, 0)[:, None]
-    index = np.where(inside, starts[:, None] + column, fill)
-    return PrefixSample(index, inside, take)
+    cells = np.where(inside, starts[:, None] + column, fill)
+    return PrefixSample(cells, inside, take)
 
 
 def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
@@ -157,12 +157,10 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
     stats = _constancy(raw_x, raw_y, sample, None if batch.all_valid else batch.mask)
     # Without holes or padded ends, the valid cells of each row are its first ``take``.
     prefix_shaped = batch.all_valid and not padded.any()
-    if not prefix_shaped:
+    if padded.any():  # the sample of what was generated: after a padded start, before a tail
         lead_n = lead.astype(np.int64)
-        tail_n = padded.astype(np.int64) - lead_n
-        if padded.any():  # the sample of what was generated: after a padded start, before a tail
-            sample = prefix_sample(batch.offsets, lead=lead_n, tail=tail_n)
-            raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
+        sample = prefix_sample(batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n)
+        raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
     valid = sample.inside if batch.all_valid else batch.mask[sample.cells] & sample.inside
     weight = valid.astype(np.float64)
     x, y = raw_x * weight, raw_y * weight  # 0 at invalid cells when the values are finite
@@ -176,7 +174,7 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
             if s >= 0
             else (slice(-s, width), slice(0, width + s))
         )
-        if prefix_shaped:  # t and t + s both among the first ``take``: the later one is
+        if prefix_shaped:  # both inside the first ``take`` exactly when the later one is
             pair = weight[:, abs(s) :]
             stats[f"shift_{s}_pairs"] = np.maximum(sample.take - abs(s), 0).astype(np.float64)
         else:
