@@ -65,6 +65,16 @@ class TokenView:
             self.__dict__.pop(name, None)
 
     @cached_property
+    def rollout(self) -> F64:
+        """log π_rollout per position, in float64 (the batch holds them as read)."""
+        return self.batch.rollout.astype(np.float64, copy=False)
+
+    @cached_property
+    def old(self) -> F64:
+        """log π_train per position, in float64."""
+        return self.batch.old.astype(np.float64, copy=False)
+
+    @cached_property
     def clamped(self) -> F64:
         """clamp(ℓ, ±20), 0 at invalid positions: ℓ itself when no |ℓ| exceeds the bound (the
         usual batch: no copy)."""

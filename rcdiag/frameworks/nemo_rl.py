@@ -96,7 +96,7 @@ class NemoLogged(Component):
         with np.errstate(over="ignore", invalid="ignore"):
             exp_abs = view.row_sum(np.expm1(abs_log_ratio(view))) + view.n
             reverse = view.row_sum(np.expm1(-ell) + ell)
-            old, rollout = view.batch.old, view.batch.rollout
+            old, rollout = view.old, view.rollout
             log_mixture = np.logaddexp(old, rollout) - LN2
             a, b = old - log_mixture, rollout - log_mixture
             js = 0.5 * (np.expm1(a) - a) + 0.5 * (np.expm1(b) - b)

@@ -38,7 +38,7 @@ class OpenInstructDebug(Component):
     kinds: ClassVar[dict[str, Kind]] = {"abs_moments": "moments", "reverse_kl": "sum"}
 
     def row_stats(self, view: TokenView) -> RowStats:
-        rollout = view.valid(view.batch.rollout)  # garbage under the mask becomes 0
+        rollout = view.valid(view.rollout)  # garbage under the mask becomes 0
         with np.errstate(over="ignore", invalid="ignore"):
             reverse = -np.exp(rollout) * view.log_ratio  # ℓ is 0 where invalid
         return {

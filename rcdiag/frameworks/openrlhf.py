@@ -79,8 +79,8 @@ def divergence(view: TokenView, gating: str) -> np.ndarray:
     rollout and q the training probability (valid positions; 0 elsewhere)."""
 
     def compute() -> np.ndarray:
-        p = np.clip(np.exp(view.valid(view.batch.rollout)), EPS, 1 - EPS)
-        q = np.clip(np.exp(view.valid(view.batch.old)), EPS, 1 - EPS)
+        p = np.clip(np.exp(view.valid(view.rollout)), EPS, 1 - EPS)
+        q = np.clip(np.exp(view.valid(view.old)), EPS, 1 - EPS)
         if gating == "tv":
             return view.valid(np.abs(p - q))
         return view.valid(p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q)))

@@ -64,7 +64,7 @@ def prob_diff(view: TokenView) -> np.ndarray:
     """|e^(log π_train) − e^(log π_rollout)| on valid tokens (0 elsewhere)."""
     return view.memo(
         ("prime_prob_diff",),
-        lambda: view.valid(np.abs(np.exp(view.batch.old) - np.exp(view.valid(view.batch.rollout)))),
+        lambda: view.valid(np.abs(np.exp(view.old) - np.exp(view.valid(view.rollout)))),
     )
 
 

@@ -255,8 +255,8 @@ class DumpReader:
         offsets = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         batch = RaggedBatch(
-            rollout=rollout.astype(np.float64, copy=False),
-            old=old.astype(np.float64, copy=False),
+            rollout=rollout,
+            old=old,
             mask=mask,
             offsets=offsets,
             steps=steps,
@@ -297,10 +297,11 @@ class DumpReader:
         where the first one is."""
         if (
             batch.rollout.size == 0
-            or max(batch.rollout.max(), batch.old.max()) <= POSITIVE_LOG_PROB
+            or max(float(batch.rollout.max()), float(batch.old.max())) <= POSITIVE_LOG_PROB
         ):
             return  # (a NaN maximum fails the test and takes the exact path)
-        positive = (batch.rollout > POSITIVE_LOG_PROB) | (batch.old > POSITIVE_LOG_PROB)
+        bound = np.float64(POSITIVE_LOG_PROB)  # compared in float64 whatever the column's type
+        positive = (batch.rollout > bound) | (batch.old > bound)
         positive &= counted
         if not positive.any():
             return

@@ -153,14 +153,14 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
         for name in ("rollout_max", "old_max"):
             empty[name] = np.full(batch.rows, -np.inf)
         return empty
-    raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
+    raw_x, raw_y = _gathered(batch, sample)
     stats = _constancy(raw_x, raw_y, sample, None if batch.all_valid else batch.mask)
     # Without holes or padded ends, the valid cells of each row are its first ``take``.
     prefix_shaped = batch.all_valid and not padded.any()
     if padded.any():  # the sample of what was generated: after a padded start, before a tail
         lead_n = lead.astype(np.int64)
         sample = prefix_sample(batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n)
-        raw_x, raw_y = batch.rollout[sample.cells], batch.old[sample.cells]
+        raw_x, raw_y = _gathered(batch, sample)
     valid = sample.inside if batch.all_valid else batch.mask[sample.cells] & sample.inside
     weight = valid.astype(np.float64)
     x, y = raw_x * weight, raw_y * weight  # 0 at invalid cells when the values are finite
@@ -198,6 +198,14 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
         fit = {name: np.where(fitted, value, 0.0) for name, value in fit.items()}
     stats.update(fit)
     return stats
+
+
+def _gathered(batch: RaggedBatch, sample: PrefixSample) -> tuple[F64, F64]:
+    """The sample's rollout and training log-probs, in float64."""
+    return (
+        batch.rollout[sample.cells].astype(np.float64, copy=False),
+        batch.old[sample.cells].astype(np.float64, copy=False),
+    )
 
 
 def _constancy(raw_x: F64, raw_y: F64, sample: PrefixSample, mask: Bool | None) -> dict[str, F64]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcdiag.metrics.grouped import Kind
-from rcdiag.metrics.ragged import F64, I64, Bool, RaggedBatch, segment_sum
+from rcdiag.metrics.ragged import F64, I64, Bool, Floats, RaggedBatch, segment_sum
 
 POSITION_EDGES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64)
 """First position of each bin; the last bin runs to the end of the response."""
@@ -94,7 +94,7 @@ def _cut(offsets: I64, at: I64) -> I64:
     return out
 
 
-def _end_run(values: F64, valid: np.ndarray, offsets: I64, from_end: bool, rows: I64) -> I64:
+def _end_run(values: Floats, valid: np.ndarray, offsets: I64, from_end: bool, rows: I64) -> I64:
     """For each of the ``rows`` (indices): how many of its first (``from_end``: last) positions
     are valid and hold the value of its first (last) position; 0 for a row that starts (ends) on
     an invalid position.

@@ -208,10 +208,11 @@ class MismatchProfile:
             squares = full * full  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
         abs_full = np.abs(full)
         per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
-        rollout = batch.rollout[low:high]
+        read = batch.rollout[low:high]
         if not batch.all_valid:
             per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
-            rollout = rollout[mask]
+            read = read[mask]
+        rollout = read.astype(np.float64, copy=False)  # its buckets' edges are float64
         self.valid_tokens += int(per_token[0].size)
         self.token_histogram += signed_log_histogram(per_token[0])
         self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)

@@ -14,6 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 F64 = NDArray[np.float64]
+Floats = NDArray[np.floating]
+"""Log-probs as a dump holds them: float16, float32 or float64."""
 I64 = NDArray[np.int64]
 Bool = NDArray[np.bool_]
 
@@ -23,8 +25,9 @@ class RaggedBatch:
     """B responses of per-token log-probs, flattened.
 
     Args:
-        rollout: log π_rollout per token, float64 [N].
-        old: log π_train per token (verl's ``old_log_prob``), float64 [N].
+        rollout: log π_rollout per token [N], as read (float16, float32 or float64: no copy is made;
+            every computation on them takes the values to float64 first, which is exact).
+        old: log π_train per token (verl's ``old_log_prob``) [N], as read.
         mask: response mask, bool [N]; values under ``False`` are ignored whatever they hold.
         offsets: int64 [B + 1], ``offsets[0] == 0`` and ``offsets[-1] == N``.
         steps: training step of each row, int64 [B].
@@ -38,8 +41,8 @@ class RaggedBatch:
             known: the identity of a row whatever the batching or the split across workers.
     """
 
-    rollout: F64
-    old: F64
+    rollout: Floats
+    old: Floats
     mask: Bool
     offsets: I64
     steps: I64
@@ -62,7 +65,7 @@ class RaggedBatch:
     def raw_log_ratio(self) -> F64:
         """ℓ = old − rollout at every position; NaN/inf possible where the mask is 0."""
         with np.errstate(invalid="ignore", over="ignore"):
-            return self.old - self.rollout
+            return np.subtract(self.old, self.rollout, dtype=np.float64)
 
     @cached_property
     def all_valid(self) -> bool:
