@@ -407,3 +407,19 @@ def test_analyze_html_writes_the_report_from_the_same_pass(tmp_path: Path) -> No
     assert code == 0, stderr
     assert json.loads(both.read_text()) == json.loads(plain.read_text())
     assert page.stat().st_size < SIZE_LIMIT and 'data-figure="hist-token"' in page.read_text()
+
+
+def test_the_page_template_compiles_once_on_either_thread() -> None:
+    """``report`` compiles the template on a worker thread while its pass runs; rendering then
+    takes that compilation (or makes it, once, if the worker has not finished)."""
+    import threading
+
+    from rcdiag.report.prepare import compile_in_background
+    from rcdiag.report.render import page_template
+
+    compile_in_background()
+    first = page_template()
+    for thread in threading.enumerate():
+        if thread.name == "rcdiag-template":
+            thread.join()
+    assert page_template() is first

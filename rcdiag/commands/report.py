@@ -38,6 +38,7 @@ from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers,
 from rcdiag.io.paths import printable
 from rcdiag.metrics.profile import DEFAULT_TOP_K
 from rcdiag.model import ReportDocument
+from rcdiag.report.prepare import compile_in_background
 
 DEFAULT_PAGE = "report.html"
 """Where the page goes without ``-o``: the current directory (and the command says so)."""
@@ -103,6 +104,7 @@ def report(
             paths,
             {"--from": from_json},
         )
+        compile_in_background()  # the page's template, while the pass reads the dump
         document = load_or_compute(
             paths, from_json, dialect, veto_threshold, top, dump_options, quiet, frameworks
         )
