@@ -4,7 +4,6 @@ cold one exactly, and a pass without a cache up to the order of floating-point a
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -18,6 +17,7 @@ import rcdiag
 from rcdiag.cli import app
 from rcdiag.run import cache as cached_pass
 from rcdiag.synth import config_for, write_synthetic_dump
+from tests.documents import assert_documents_close
 
 pytestmark = pytest.mark.xdist_group("cache")
 STEPS = 6
@@ -40,20 +40,9 @@ def grown(source: Path, tmp_path: Path) -> Path:
     return root
 
 
-def assert_close(a: Any, b: Any, where: str = "") -> None:
+def assert_close(a: Any, b: Any) -> None:
     """Equal documents, numbers to 1e-9 relative (the order of additions differs)."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_close(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
+    assert_documents_close(a, b, rel=1e-9, abs_tol=1e-15)
 
 
 CALLS = {

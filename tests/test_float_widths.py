@@ -5,7 +5,6 @@ float16 would differ)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import rcdiag
+from tests.documents import assert_documents_close
 
 WIDTHS = {"float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
 
@@ -47,22 +47,11 @@ def _write(directory: Path, width: str, holes: bool) -> Path:
     return path
 
 
-def _same(a: Any, b: Any, where: str = "") -> None:
+def _same(a: Any, b: Any) -> None:
     """Equal documents: every number exactly (NaN with NaN); strings naming the files aside."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            _same(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert a == b or (math.isnan(a) and math.isnan(b)), (where, a, b)
-    elif isinstance(a, str) and isinstance(b, str) and ("float" in a or "/" in a):
-        return  # a path, which names the width
-    else:
-        assert a == b, where
+    assert_documents_close(
+        a, b, rel=0.0, nan_equal=True, skip=lambda text: "float" in text or "/" in text
+    )
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from rcdiag.run.consumers import Request
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.engine import run
 from rcdiag.run.results import analysis_result, comparison_result
+from tests.documents import assert_documents_close
 
 SMALL_PIECE = 97
 """Pieces that cut rows anywhere (a prime: no alignment with the rows or numpy's blocks)."""
@@ -43,21 +44,10 @@ def _dump(directory: Path, seed: int = 0) -> Path:
     return write_dump(directory / "d.parquet", rollout, old, mask, step=np.arange(rows) % 3)
 
 
-def _close(a: Any, b: Any, where: str = "") -> None:
+def _close(a: Any, b: Any) -> None:
     """Equal documents, numbers to 1e-12 relative (the sums of a row cut in pieces are added in
     another order)."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            _close(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert b == pytest.approx(a, rel=1e-12, abs=1e-300), where
-    else:
-        assert a == b, where
+    assert_documents_close(a, b, rel=1e-12, abs_tol=1e-300)
 
 
 def _documents(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

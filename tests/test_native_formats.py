@@ -23,6 +23,7 @@ from rcdiag.io.native.detect import InputFormat
 from rcdiag.io.native.miles import cp_ranges
 from rcdiag.io.reader import DumpReader
 from tests import native_dumps as nd
+from tests.documents import assert_documents_close
 
 runner = CliRunner()
 pytestmark = pytest.mark.xdist_group("native")
@@ -131,18 +132,7 @@ def comparable(result: Any) -> dict[str, Any]:
 
 def close(a: Any, b: Any, where: str = "") -> None:
     """Equal documents, floats to 1e-9 relative (the reader's batches may differ)."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            close(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-9, abs=1e-12), where
-    else:
-        assert a == b, where
+    assert_documents_close(a, b, rel=1e-9, abs_tol=1e-12, where=where)
 
 
 @pytest.mark.parametrize("mismatch", [0.05, 0.6])

@@ -19,6 +19,7 @@ from rcdiag.run.consumers import Request
 from rcdiag.run.dump import DumpSpec
 from rcdiag.run.results import analysis_result, comparison_result
 from rcdiag.run.workers import feed
+from tests.documents import assert_documents_close
 
 
 def _batch(k: int) -> RaggedBatch:
@@ -84,18 +85,7 @@ def test_a_reader_failure_stops_the_worker() -> None:
 
 
 def _close(a: Any, b: Any) -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _close(a[key], b[key])
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _close(x, y)
-    elif isinstance(a, float) and isinstance(b, float):
-        assert b == pytest.approx(a, rel=1e-9, abs=1e-300, nan_ok=True)
-    else:
-        assert a == b
+    assert_documents_close(a, b, rel=1e-9, abs_tol=1e-300, nan_equal=True)
 
 
 def _documents(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
