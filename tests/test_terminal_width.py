@@ -255,3 +255,44 @@ def test_version_flag(flag: str) -> None:
     assert result.exit_code == 0
     assert result.stdout.strip() == f"rcdiag {__version__}"
     assert "-V" in runner.invoke(app, ["--help"]).stdout
+
+
+def _greedy_parts(console, key, columns, rows):  # type: ignore[no-untyped-def]
+    """The definition: a column joins the last part while that part, measured whole with it, fits
+    the width (the layout measures each column once instead)."""
+    from rcdiag.commands._layout import needed_width
+
+    parts: list[list[int]] = []
+    for index in range(len(columns)):
+        chosen = [*key, *(columns[i] for i in [*(parts[-1] if parts else []), index])]
+        cells = [
+            [*row[: len(key)], *(row[len(key) + i] for i in [*(parts[-1] if parts else []), index])]
+            for row in rows
+        ]
+        if parts and needed_width(console, chosen, cells) <= console.width:
+            parts[-1].append(index)
+        else:
+            parts.append([index])
+    return parts
+
+
+@pytest.mark.parametrize("width", [20, 41, 80, 100, 160])
+@pytest.mark.parametrize("keys", [0, 1, 2])
+def test_fitted_tables_split_as_measured_whole(width: int, keys: int) -> None:
+    import random
+
+    from rich.console import Console
+
+    from rcdiag.commands._layout import Col, fitted_tables
+
+    rng = random.Random(width * 10 + keys)
+    key = [Col(f"key{k}", "right") for k in range(keys)]
+    columns = [Col("metric " * rng.randint(1, 3) + str(c), wrap=c % 5 == 0) for c in range(17)]
+    rows = [
+        [*(str(rng.randint(0, 10**6)) for _ in key), *("x" * rng.randint(1, 14) for _ in columns)]
+        for _ in range(6)
+    ]
+    console = Console(width=width, record=False)
+    tables = fitted_tables(console, "Per step", key, columns, rows)
+    expected = _greedy_parts(console, key, columns, rows)
+    assert [len(t.columns) - keys for t in tables] == [len(p) for p in expected]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rcdiag.formatting import short
+from rcdiag.metrics.distributions import median
 from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD
 from rcdiag.metrics.records import (
     ABS_LOG_RATIO_MEAN,
@@ -296,9 +297,9 @@ def trend(steps: list[Mapping[str, Any]]) -> RiseSummary | None:
         steps=len(usable),
         growth=10.0**slope if slope < math.log10(sys.float_info.max) else math.inf,
         correlation=correlation,
-        first=float(np.median(k3[:quarter])),
-        recent=float(np.median(k3[-quarter:])),
-        recent_abs_log_ratio=float(np.median(present)) if present else None,
+        first=median(k3[:quarter]),
+        recent=median(k3[-quarter:]),
+        recent_abs_log_ratio=median(present) if present else None,
         first_step=usable[0][0],
         last_step=usable[-1][0],
         window=quarter,

@@ -96,16 +96,20 @@ def fitted_tables(
     """The rows as one table when it fits the console's width, else as several tables, each with
     the ``key`` columns and as many of the other ``columns`` (in order) as fit.
 
-    Each row holds the key cells first, then one cell per column.
+    Each row holds the key cells first, then one cell per column. Every column is measured once:
+    a part's width is the sum of its columns' (:func:`needed_width`).
     """
+    widths = column_widths(console, [*key, *columns], rows)
+    key_width = sum(widths[: len(key)]) + COLUMN_GAP * len(key)  # with the gap after it
     parts: list[list[int]] = []
-    for index in range(len(columns)):
-        if parts and needed_width(console, *_part(key, columns, rows, [*parts[-1], index])) <= (
-            console.width
-        ):
+    width = 0  # of the last part
+    for index, column_width in enumerate(widths[len(key) :]):
+        if parts and width + COLUMN_GAP + column_width <= console.width:
             parts[-1].append(index)
+            width += COLUMN_GAP + column_width
         else:
             parts.append([index])
+            width = key_width + column_width
     tables = []
     for n, part in enumerate(parts or [[]], start=1):
         chosen, cells = _part(key, columns, rows, part)

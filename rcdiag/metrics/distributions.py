@@ -1,9 +1,30 @@
-"""Student's t tail probability without scipy: what the growth test (:mod:`rcdiag.metrics.growth`)
-reads its p-values from."""
+"""Student's t tail probability without scipy, which the growth test (:mod:`rcdiag.metrics.growth`)
+reads its p-values from, and the median that the diagnosis reads over steps."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """The median: the middle value, or the mean of the two middle values, of the sorted values;
+    NaN when one is NaN or there is none. The same as ``np.median``, which imports numpy's
+    masked arrays (~12 ms of every start-up that reaches it).
+
+    Example:
+        >>> median([3.0, 1.0, 2.0]), median([4.0, 1.0, 2.0, 3.0]), median([1.0, float("nan")])
+        (2.0, 2.5, nan)
+    """
+    ordered = np.sort(np.asarray(values, dtype=np.float64).reshape(-1))  # NaN sorts last
+    if ordered.size == 0 or np.isnan(ordered[-1]):
+        return math.nan
+    middle = ordered.size // 2
+    if ordered.size % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2.0)
 
 
 def student_t_sf(t: float, dof: int) -> float:

@@ -57,7 +57,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rcdiag.metrics.distributions import student_t_sf
+from rcdiag.metrics.distributions import median, student_t_sf
 from rcdiag.metrics.ragged import F64
 
 MIN_GROWTH_STEPS = 3
@@ -259,7 +259,7 @@ def _spikes(y: F64, log_scale: bool) -> np.ndarray:
         return flags
     # the noise around the median of the four nearest steps: a ramp leaves little, a spike none
     rough = y - _neighbour_medians(y)
-    spread = 1.4826 * float(np.median(np.abs(rough)))
+    spread = 1.4826 * median(np.abs(rough))
     threshold = max(SPIKE_SCALE * spread, SPIKE_FLOOR if log_scale else 0.0)
     if threshold == 0.0:
         return flags
@@ -291,7 +291,7 @@ def _neighbour_medians(y: F64) -> F64:
     else:
         ends = list(range(n))
     for i in ends:
-        out[i] = np.median(np.r_[y[max(0, i - 2) : i], y[i + 1 : i + 3]])
+        out[i] = median(np.r_[y[max(0, i - 2) : i], y[i + 1 : i + 3]])
     return out
 
 

@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from rcdiag.metrics.distributions import median
 from rcdiag.metrics.growth import Growth, growth_test
 from rcdiag.metrics.records import MetricRecord
 from rcdiag.model.diagnosis import Cause, Kind
@@ -137,7 +136,7 @@ class Observations:
         values = self._k3_values()
         if len(values) < 2:
             return None
-        return float(np.median(values[-max(1, len(values) // 4) :]))
+        return median(values[-max(1, len(values) // 4) :])
 
     @property
     def first_k3_kl(self) -> float | None:
@@ -145,7 +144,7 @@ class Observations:
         values = self._k3_values()
         if len(values) < 2:
             return None
-        return float(np.median(values[: max(1, len(values) // 4)]))
+        return median(values[: max(1, len(values) // 4)])
 
     def _k3_values(self) -> list[float]:
         return [v for _, v, _ in self.k3_steps if v is not None and math.isfinite(v)]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rcdiag.metrics.distributions import median
 from rcdiag.metrics.records import REGISTRY
 from rcdiag.model.diagnosis import MetricStatus, Spike
 from rcdiag.model.parts import StepResult
@@ -40,10 +41,10 @@ def isolated_spikes(
             continue
         values = np.array([v for _, v in points])
         past = [i for i, (_, v) in enumerate(points) if rank(record.status(v) or "healthy") > 0]
-        typical = float(np.median(values))
+        typical = median(values)
         if len(past) != 1 or record.status(typical) != "healthy":
             continue
         step, value = points[past[0]]
-        others = float(np.median(np.delete(values, past[0])))
+        others = median(np.delete(values, past[0]))
         spikes.append(Spike(judged.metric, step, value, others))
     return tuple(spikes)
