@@ -66,11 +66,15 @@ def _reference_row(
     return out
 
 
-def _batch(seed: int, holes: bool, lags: bool, padded: bool) -> tuple[RaggedBatch, list[tuple]]:
+def _batch(
+    seed: int, holes: bool, lags: bool, padded: bool, short: bool = True
+) -> tuple[RaggedBatch, list[tuple]]:
+    """Random rows; ``short``: some shorter than the sample (else every row fills it)."""
     rng = np.random.default_rng(seed)
-    rows = 50
-    lengths = rng.integers(0, 160, rows)
-    lengths[:3] = (0, 1, PREFIX_POSITIONS + 3)
+    rows = 80
+    lengths = rng.integers(0 if short else PREFIX_POSITIONS, 160, rows)
+    if short:
+        lengths[:3] = (0, 1, PREFIX_POSITIONS + 3)
     parts = []
     for n in lengths:
         x = rng.normal(-2.0, 1.5, n)
@@ -96,14 +100,15 @@ def _batch(seed: int, holes: bool, lags: bool, padded: bool) -> tuple[RaggedBatc
     return batch, parts
 
 
+@pytest.mark.parametrize("short", [True, False], ids=["short rows", "every row fills the sample"])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("lags", [False, True])
 @pytest.mark.parametrize("holes", [False, True])
 @pytest.mark.parametrize("seed", range(3))
 def test_evidence_matches_the_row_by_row_reference(
-    seed: int, holes: bool, lags: bool, padded: bool
+    seed: int, holes: bool, lags: bool, padded: bool, short: bool
 ) -> None:
-    batch, parts = _batch(seed, holes, lags, padded)
+    batch, parts = _batch(seed, holes, lags, padded, short)
     fast = evidence_statistics(batch)
     pad_tokens, lead = fast["pad_tokens"], fast["lead_tokens"]  # tested in test_positions.py
     for i, (x, y, valid) in enumerate(parts):

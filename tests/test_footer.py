@@ -106,3 +106,40 @@ def test_every_row_group_must_be_proven(tmp_path: Path) -> None:
     assert pq.ParquetFile(path).metadata.num_row_groups == 3
     assert not _skips_mask(path)
     assert analyze(path).overall["rcdiag/response_length_mean"] == pytest.approx(14 / 3)
+
+
+def _positive_file(path: Path, value: float | None, **options: Any) -> Path:
+    """A file whose log-probs are all ≤ 0, but for ``value`` (when given) in row 1."""
+    rollout = [[-1.0, -0.5], [-2.0, -0.1, -0.3], [-0.2]]
+    if value is not None:
+        rollout[1][1] = value
+    old = [[v - 0.01 for v in row] for row in rollout]
+    table = pa.table(
+        {
+            "rollout_log_probs": pa.array(rollout, pa.list_(pa.float32())),
+            "old_log_probs": pa.array(old, pa.list_(pa.float32())),
+        }
+    )
+    pq.write_table(table, path, **options)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("value", "options", "proven"),
+    [
+        (None, {}, True),  # every log-prob ≤ 0: no batch is searched
+        (0.5, {}, False),
+        (0.5, {"write_statistics": False}, False),
+        (float("nan"), {}, True),  # NaN is never counted as positive
+        (None, {"row_group_size": 1}, True),
+        (0.5, {"row_group_size": 1}, False),  # in the second row group only
+    ],
+)
+def test_the_footer_rules_out_positive_log_probs_only_when_it_shows_them(
+    tmp_path: Path, value: float | None, options: dict[str, Any], proven: bool
+) -> None:
+    path = _positive_file(tmp_path / "d.parquet", value, **options)
+    (dump_file,) = DumpSpec([str(path)]).reader(False).files
+    assert dump_file.log_probs_at_most(0.01) == proven
+    positive = analyze(path, drop_nonfinite=True).source.positive_log_probs
+    assert positive == (1 if value is not None and value > 0 else 0)

@@ -50,7 +50,7 @@ def test_list_parts_read_from_the_offsets_match_pyarrow(kind: str, window: tuple
     value_lengths give them."""
     import pyarrow as pa
 
-    from rcdiag.io.reader import _list_parts
+    from rcdiag.io.columns import list_parts
 
     rows = [[0.5, 1.5], [2.5, 3.5], [4.5, 5.5], [6.5, 7.5], [8.5, 9.5]]
     if kind != "fixed_size_list":
@@ -62,7 +62,7 @@ def test_list_parts_read_from_the_offsets_match_pyarrow(kind: str, window: tuple
         "fixed_size_list": pa.list_(value_type, 2),
     }
     array = pa.array(rows, type=types[kind]).slice(*window)
-    flat, lengths = _list_parts(array)
+    flat, lengths = list_parts(array)
     assert flat.to_pylist() == array.flatten().to_pylist()
     assert lengths.dtype == np.int64
     assert lengths.tolist() == array.value_lengths().to_pylist()

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcdiag.errors import InputError, UsageError
-from rcdiag.io.footer import mask_is_all_true
+from rcdiag.io.footer import mask_is_all_true, values_at_most
 from rcdiag.io.native.names import companions, dump_files
 from rcdiag.io.paths import file_kind
 from rcdiag.io.remote import RemotePath, discover_remote, is_remote, local_path, remote_failure
@@ -236,6 +236,11 @@ class DumpFile:
             return False
         values = (self.columns.rollout, self.columns.training)
         return mask_is_all_true(self.metadata, self.metadata.schema.to_arrow_schema(), mask, values)
+
+    def log_probs_at_most(self, bound: float) -> bool:
+        """Whether the footer shows both log-prob columns ≤ ``bound`` everywhere
+        (:mod:`rcdiag.io.footer`)."""
+        return values_at_most(self.metadata, (self.columns.rollout, self.columns.training), bound)
 
     def mean_row_length(self) -> float:
         meta = self.metadata

@@ -2,7 +2,9 @@
 
 The common dump has no padding: its mask holds True at every position. Decoding that column costs
 a quarter of the read (its repetition levels as well as its values); the footer's statistics can
-show instead that every value is true (docs/scale.md, "The mask").
+show instead that every value is true (docs/scale.md, "The mask"). Likewise they bound the
+log-probs from above, so that no batch of a file whose log-probs are all ≤ 0 is searched for a
+positive one.
 """
 
 from __future__ import annotations
@@ -67,5 +69,22 @@ def mask_is_all_true(
             if chunks is None or chunks[g].num_values != chunk.num_values:
                 return False
             if not _no_empty_list(chunks[g]):
+                return False
+    return True
+
+
+def values_at_most(meta: pq.FileMetaData, columns: tuple[str, ...], bound: float) -> bool:
+    """Whether the statistics show every value of the list columns ``columns`` ≤ ``bound`` in
+    every row group. NaN is left out of statistics, and is not above any bound either; a column
+    without statistics, or with a maximum that is not a number, proves nothing."""
+    for column in columns:
+        chunks = leaf_chunks(meta, column)
+        if chunks is None:
+            return False
+        for chunk in chunks:
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max:
+                return False
+            if not (isinstance(stats.max, float) and stats.max <= bound):
                 return False
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from rcdiag.errors import InputError
 from rcdiag.io.arrays import as_numpy
+from rcdiag.io.columns import Locate, integer_column, list_values
 from rcdiag.io.files import (
-    INT64_MAX,
     POSITIVE_LOG_PROB,
     ColumnNames,
     DumpFile,
@@ -38,66 +38,12 @@ from rcdiag.io.native.detect import InputFormat, open_dump
 from rcdiag.io.remote import RemotePath, remote_failure
 from rcdiag.metrics.ragged import RaggedBatch
 
-Locate = Callable[[str, "int | None"], InputError]
-"""Builds the error for a message about a row of the current batch (None: about the column)."""
-
-
-def _list_values(
-    array: pa.Array, column: str, kinds: str, locate: Locate
-) -> tuple[np.ndarray, np.ndarray]:
-    """Flat values and per-row lengths of a list column, checking its type and nulls."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    list_type = array.type
-    is_list = (
-        pa.types.is_list(list_type)
-        or pa.types.is_large_list(list_type)
-        or pa.types.is_fixed_size_list(list_type)
-    )
-    if is_list:
-        value_type = list_type.value_type
-        is_list = (
-            pa.types.is_floating(value_type)
-            if kinds.startswith("float")
-            else pa.types.is_boolean(value_type) or pa.types.is_integer(value_type)
-        )
-    if not is_list:
-        raise locate(f"column {column!r} has type {list_type}; expected list<{kinds}>", None)
-    if array.null_count:
-        raise locate(f"column {column!r} is null", _first_true(array.is_null()))
-    flat, lengths = _list_parts(array)
-    if flat.null_count and not kinds.startswith("float"):
-        token = _first_true(flat.is_null())
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        row = row_of(offsets, token)
-        raise locate(f"column {column!r} holds a null at position {token - offsets[row]}", row)
-    # Float nulls become NaN here, so they are judged like NaN: ignored when masked.
-    return as_numpy(flat), lengths
-
-
-def _list_parts(array: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The values of a list array without nulls, and each list's length (int64), read from its
-    offsets: ``flatten`` and ``value_lengths`` import pyarrow.compute, ~0.05 s of every start-up.
-    """
-    if pa.types.is_fixed_size_list(array.type):
-        size = array.type.list_size
-        lengths = np.full(len(array), size, dtype=np.int64)
-        return array.values.slice(array.offset * size, len(array) * size), lengths
-    offsets = as_numpy(array.offsets).astype(np.int64)
-    start = int(offsets[0]) if offsets.size else 0
-    end = int(offsets[-1]) if offsets.size else 0
-    return array.values.slice(start, end - start), np.diff(offsets)
-
 
 def _release_read_buffers() -> None:
     """Return the memory pyarrow freed to the system: a file of long rows is decoded a whole row
     at a time (its values and levels, several times the row's size), which would otherwise stay
     mapped while the rows are processed."""
     pa.default_memory_pool().release_unused()
-
-
-def _first_true(flags: pa.Array) -> int:
-    return int(np.flatnonzero(as_numpy(flags))[0])
 
 
 BATCH_TOKENS = 1 << 20
@@ -194,6 +140,10 @@ class DumpReader:
     ) -> Iterator[RaggedBatch]:
         first_row = 0
         kind = "parquet" if isinstance(dump_file, DumpFile) else dump_file.format
+        # no batch is searched for a positive log-prob where the footer rules one out
+        positive = not (
+            isinstance(dump_file, DumpFile) and dump_file.log_probs_at_most(POSITIVE_LOG_PROB)
+        )
         with contextlib.ExitStack() as opened:  # one file open at a time, closed after its scan
             if isinstance(dump_file, NativeFile):  # its columns are known once it is read
                 iterator = dump_file.record_batches(rows_per_batch)
@@ -213,7 +163,7 @@ class DumpReader:
                     record_batch = next(iterator, None)
                 if record_batch is None:
                     return
-                batch = self._convert(record_batch, dump_file, first_row, stream_offset)
+                batch = self._convert(record_batch, dump_file, first_row, stream_offset, positive)
                 first_row += record_batch.num_rows
                 self.rows_read += record_batch.num_rows
                 if batch is not None and batch.rows:
@@ -225,7 +175,10 @@ class DumpReader:
         dump_file: DumpFile | NativeFile,
         first_row: int,
         stream_offset: int,
+        positive: bool = True,
     ) -> RaggedBatch | None:
+        """The record batch checked and converted; ``positive``: whether it may hold a positive
+        log-prob (to be counted)."""
         cols, path = dump_file.columns, dump_file.path
         steps = self._steps(record_batch, dump_file, first_row)
 
@@ -235,7 +188,7 @@ class DumpReader:
             return InputError(f"{path}: row {first_row + row} (step {int(steps[row])}): {message}")
 
         def values(column: str, kinds: str) -> tuple[np.ndarray, np.ndarray]:
-            return _list_values(record_batch.column(column), column, kinds, locate)
+            return list_values(record_batch.column(column), column, kinds, locate)
 
         rollout, lengths = values(cols.rollout, "float16|float32|float64")
         old, old_lengths = values(cols.training, "float16|float32|float64")
@@ -262,7 +215,7 @@ class DumpReader:
             steps=steps,
             lags=None
             if cols.lag is None
-            else _integer_column(record_batch, cols.lag, path, first_row, minimum=0),
+            else integer_column(record_batch, cols.lag, path, first_row, minimum=0),
             stream_rows=np.arange(lengths.size, dtype=np.int64) + (stream_offset + first_row),
         )
         if self.row_details:
@@ -284,10 +237,12 @@ class DumpReader:
             self.dropped_nonfinite += int(bad.sum())
             batch = dataclasses.replace(batch, mask=mask & ~bad)
         if self.selection.is_everything:
-            self._count_positive(batch, batch.mask, cols, locate)
+            if positive:
+                self._count_positive(batch, batch.mask, cols, locate)
             return batch
         selected = self.selection.contains(steps)
-        self._count_positive(batch, batch.mask & np.repeat(selected, lengths), cols, locate)
+        if positive:
+            self._count_positive(batch, batch.mask & np.repeat(selected, lengths), cols, locate)
         return batch.select_rows(selected)
 
     def _count_positive(
@@ -341,7 +296,7 @@ class DumpReader:
         rows = record_batch.num_rows
         if cols.step is None:
             return np.full(rows, cols.hive_step or 0, dtype=np.int64)
-        steps = _integer_column(record_batch, cols.step, dump_file.path, first_row)
+        steps = integer_column(record_batch, cols.step, dump_file.path, first_row)
         if cols.hive_step is not None and (steps != cols.hive_step).any():
             row = int(np.flatnonzero(steps != cols.hive_step)[0])
             raise InputError(
@@ -350,38 +305,6 @@ class DumpReader:
                 f"{cols.hive_step}; make them agree (or move the file)"
             )
         return steps
-
-
-def _integer_column(
-    record_batch: pa.RecordBatch,
-    name: str,
-    path: DumpPath,
-    first_row: int,
-    minimum: int | None = None,
-) -> np.ndarray:
-    """A per-row integer column as int64, checked: integer type, no null, within int64 (and at
-    least ``minimum``)."""
-    array = record_batch.column(name)
-    if not pa.types.is_integer(array.type):
-        raise InputError(f"{path}: column {name!r} has type {array.type}; expected an integer")
-    if array.null_count:
-        row = _first_true(array.is_null())
-        raise InputError(f"{path}: row {first_row + row}: column {name!r} is null")
-    values = as_numpy(array)
-    if values.dtype == np.uint64 and values.size and values.max() > INT64_MAX:
-        row = int(np.flatnonzero(values > INT64_MAX)[0])
-        raise InputError(
-            f"{path}: row {first_row + row}: column {name!r} holds {int(values[row])}, above the "
-            "largest integer rcdiag reads (2^63 - 1)"
-        )
-    out = values.astype(np.int64)
-    if minimum is not None and values.size and out.min() < minimum:
-        row = int(np.flatnonzero(out < minimum)[0])
-        raise InputError(
-            f"{path}: row {first_row + row}: column {name!r} holds {int(out[row])}; expected "
-            f"≥ {minimum}"
-        )
-    return out
 
 
 @contextlib.contextmanager

@@ -87,7 +87,8 @@ combine."""
 
 
 class PrefixSample(NamedTuple):
-    """The prefix sample of a batch as [rows, width] tables (width ≤ the limit)."""
+    """The prefix sample of a batch as [width, rows] tables (width ≤ the limit): position-major,
+    so that a sum or extreme over each row's positions runs across all rows at once."""
 
     cells: I64
     """Flat index of each cell; a cell outside its row repeats the row's first sampled index (0
@@ -96,6 +97,8 @@ class PrefixSample(NamedTuple):
     """Whether the cell lies inside its row's sample."""
     take: I64
     """Cells inside per row."""
+    full: bool
+    """Whether every cell is inside (every row has ``width`` positions to sample)."""
 
 
 def prefix_sample(
@@ -105,12 +108,12 @@ def prefix_sample(
     before its last ``tail`` positions.
 
     Example:
-        >>> cells, inside, take = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
-        >>> cells.tolist(), inside.tolist(), take.tolist()
-        ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]], [2, 0, 2])
-        >>> prefix_sample(np.array([0, 3, 8]), limit=2, lead=np.array([1, 0]))[0].tolist()
+        >>> cells, inside, take, full = prefix_sample(np.array([0, 3, 3, 8]), limit=2)
+        >>> cells.T.tolist(), inside.T.tolist(), take.tolist(), full
+        ([[0, 1], [0, 0], [3, 4]], [[True, True], [False, False], [True, True]], [2, 0, 2], False)
+        >>> prefix_sample(np.array([0, 3, 8]), limit=2, lead=np.array([1, 0]))[0].T.tolist()
         [[1, 2], [3, 4]]
-        >>> prefix_sample(np.array([0, 1, 8]), limit=2)[0].tolist()  # row 0 repeats its index
+        >>> prefix_sample(np.array([0, 1, 8]), limit=2)[0].T.tolist()  # row 0 repeats its index
         [[0, 0], [1, 2]]
     """
     starts, lengths = offsets[:-1], np.diff(offsets)
@@ -120,11 +123,13 @@ def prefix_sample(
         lengths = lengths - tail
     take = np.clip(lengths, 0, limit)
     width = int(take.max(initial=0))
-    column = np.arange(width, dtype=np.int64)
-    inside = column < take[:, None]
-    fill = np.where(take > 0, starts, 0)[:, None]
-    cells = np.where(inside, starts[:, None] + column, fill)
-    return PrefixSample(cells, inside, take)
+    column = np.arange(width, dtype=np.int64)[:, None]
+    cells = starts + column
+    if int(take.min(initial=width)) == width:
+        return PrefixSample(cells, np.ones(cells.shape, dtype=bool), take, True)
+    inside = column < take
+    np.copyto(cells, np.where(take > 0, starts, 0), where=~inside)
+    return PrefixSample(cells, inside, take, False)
 
 
 def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
@@ -139,9 +144,9 @@ def evidence_statistics(batch: RaggedBatch) -> dict[str, F64]:
         return {**_evidence_statistics(batch, padded, lead), **positions}
 
 
-def _row_sum(a: F64, weights: F64) -> F64:
-    """Σ_t a[i, t]·weights[i, t] per row, without a product table."""
-    return np.einsum("ij,ij->i", a, weights)
+def _position_sum(a: F64, weights: F64) -> F64:
+    """Σ_t a[t, i]·weights[t, i] per row i, without a product table."""
+    return np.einsum("ij,ij->j", a, weights)
 
 
 def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str, F64]:
@@ -161,12 +166,15 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
         lead_n = lead.astype(np.int64)
         sample = prefix_sample(batch.offsets, lead=lead_n, tail=padded.astype(np.int64) - lead_n)
         raw_x, raw_y = _gathered(batch, sample)
-    valid = sample.inside if batch.all_valid else batch.mask[sample.cells] & sample.inside
-    weight = valid.astype(np.float64)
-    x, y = raw_x * weight, raw_y * weight  # 0 at invalid cells when the values are finite
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        x, y = np.where(valid, raw_x, 0.0), np.where(valid, raw_y, 0.0)
-    width = sample.cells.shape[1]
+    weight: F64 | None = None  # None: every cell is valid (the common long, unpadded responses)
+    x, y = raw_x, raw_y
+    if not (prefix_shaped and sample.full):
+        valid = sample.inside if batch.all_valid else batch.mask[sample.cells] & sample.inside
+        weight = valid.astype(np.float64)
+        x, y = raw_x * weight, raw_y * weight  # 0 at invalid cells when the values are finite
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            x, y = np.where(valid, raw_x, 0.0), np.where(valid, raw_y, 0.0)
+    width = sample.cells.shape[0]
     for s in SHIFTS:
         # pairs (t, t + s) inside one row: y at t against x at t + s
         at, to = (
@@ -174,24 +182,25 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
             if s >= 0
             else (slice(-s, width), slice(0, width + s))
         )
+        pair: F64 | None = None  # None: every pair counts
         if prefix_shaped:  # both inside the first ``take`` exactly when the later one is
-            pair = weight[:, abs(s) :]
+            pair = None if weight is None else weight[abs(s) :]
             stats[f"shift_{s}_pairs"] = np.maximum(sample.take - abs(s), 0).astype(np.float64)
-        else:
-            pair = weight[:, at] * weight[:, to]
-            stats[f"shift_{s}_pairs"] = pair.sum(axis=1)
-        gap = y[:, at] - x[:, to]
+        elif weight is not None:
+            pair = weight[at] * weight[to]
+            stats[f"shift_{s}_pairs"] = pair.sum(axis=0)
+        gap = y[at] - x[to]
         np.abs(gap, out=gap)
-        stats[f"shift_{s}_abs"] = _row_sum(gap, pair)
-    sum_x, sum_y = x.sum(axis=1), y.sum(axis=1)
+        stats[f"shift_{s}_abs"] = gap.sum(axis=0) if pair is None else _position_sum(gap, pair)
+    sum_x, sum_y = x.sum(axis=0), y.sum(axis=0)
     stats.update(_pairing(stats, sum_x - sum_y, batch.lags))
     fit = {
-        "fit_n": sample.take.astype(np.float64) if prefix_shaped else weight.sum(axis=1),
+        "fit_n": sample.take.astype(np.float64) if weight is None else weight.sum(axis=0),
         "fit_x": sum_x,
         "fit_y": sum_y,
-        "fit_xx": _row_sum(x, x),
-        "fit_xy": _row_sum(x, y),
-        "fit_yy": _row_sum(y, y),
+        "fit_xx": _position_sum(x, x),
+        "fit_xy": _position_sum(x, y),
+        "fit_yy": _position_sum(y, y),
     }
     if batch.lags is not None:  # rows whose policy lagged are left out of the fit
         fitted = batch.lags == 0
@@ -203,8 +212,8 @@ def _evidence_statistics(batch: RaggedBatch, padded: F64, lead: F64) -> dict[str
 def _gathered(batch: RaggedBatch, sample: PrefixSample) -> tuple[F64, F64]:
     """The sample's rollout and training log-probs, in float64."""
     return (
-        batch.rollout[sample.cells].astype(np.float64, copy=False),
-        batch.old[sample.cells].astype(np.float64, copy=False),
+        np.take(batch.rollout, sample.cells, mode="clip").astype(np.float64, copy=False),
+        np.take(batch.old, sample.cells, mode="clip").astype(np.float64, copy=False),
     )
 
 
@@ -214,17 +223,17 @@ def _constancy(raw_x: F64, raw_y: F64, sample: PrefixSample, mask: Bool | None) 
     if mask is None:
         nonempty = sample.take > 0
         return {
-            "rollout_min": np.where(nonempty, raw_x.min(axis=1), np.inf),
-            "rollout_max": np.where(nonempty, raw_x.max(axis=1), -np.inf),
-            "old_min": np.where(nonempty, raw_y.min(axis=1), np.inf),
-            "old_max": np.where(nonempty, raw_y.max(axis=1), -np.inf),
+            "rollout_min": np.where(nonempty, raw_x.min(axis=0), np.inf),
+            "rollout_max": np.where(nonempty, raw_x.max(axis=0), -np.inf),
+            "old_min": np.where(nonempty, raw_y.min(axis=0), np.inf),
+            "old_max": np.where(nonempty, raw_y.max(axis=0), -np.inf),
         }
     sampled = mask[sample.cells] & sample.inside
     return {
-        "rollout_min": np.where(sampled, raw_x, np.inf).min(axis=1),
-        "rollout_max": np.where(sampled, raw_x, -np.inf).max(axis=1),
-        "old_min": np.where(sampled, raw_y, np.inf).min(axis=1),
-        "old_max": np.where(sampled, raw_y, -np.inf).max(axis=1),
+        "rollout_min": np.where(sampled, raw_x, np.inf).min(axis=0),
+        "rollout_max": np.where(sampled, raw_x, -np.inf).max(axis=0),
+        "old_min": np.where(sampled, raw_y, np.inf).min(axis=0),
+        "old_max": np.where(sampled, raw_y, -np.inf).max(axis=0),
     }
 
 

@@ -150,7 +150,8 @@ class QuantileSketch:
         if slots is None and len(keys) != 1:
             raise ValueError("slots are needed for more than one group")
         bucket = self._bucket_keys(values)
-        low, width = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1
+        low = int(bucket.min())
+        width = int(bucket.max()) - low + 1
         if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
             bucket -= low
             if slots is not None:
