@@ -103,3 +103,32 @@ def test_token_moments_match_a_two_pass_reference(spread: float, holes: bool) ->
     assert moments.m2 == pytest.approx(expected, rel=1e-8, abs=1e-300)
     assert moments.n.tolist() == [float(valid[a:b].sum()) for a, b in itertools.pairwise(offsets)]
     assert bool(spread_out) == holes, "with every position valid, rows sum their own deviations"
+
+
+@pytest.mark.parametrize("bound", [-1e9, -0.5, 0.0, 0.3, 1e9])
+@pytest.mark.parametrize("holes", [False, True])
+def test_bounded_counts_equal_the_direct_counts(bound: float, holes: bool) -> None:
+    """count_above / count_below skip the tokens when no row's extreme passes the bound; either
+    way they count the valid positions past it, as count(values > bound) does."""
+    rng = np.random.default_rng(7)
+    rows = [30, 0, 12, 50]
+    offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    n = int(offsets[-1])
+    mask = rng.random(n) > 0.3 if holes else np.ones(n, bool)
+    mask[[3, 4]] = True
+    values = rng.normal(0, 0.3, n)
+    values[30:] = 0.1  # every row but the first lies in (−0.5, 0.3]
+    values[[3, 4]] = np.nan, 2.0  # a NaN beside the first row's largest value: itself never counted
+    values[~mask] = 5.0  # garbage under the mask is never counted
+    old = -rng.exponential(1.0, n)
+    view = TokenView(
+        RaggedBatch(
+            rollout=old - rng.normal(0, 0.3, n),
+            old=old,
+            mask=mask,
+            offsets=offsets,
+            steps=np.zeros(len(rows), dtype=np.int64),
+        )
+    )
+    np.testing.assert_array_equal(view.count_above(values, bound), view.count(values > bound))
+    np.testing.assert_array_equal(view.count_below(values, bound), view.count(values < bound))

@@ -157,8 +157,8 @@ def weight_row_stats(
     if row_log_ratio is None:
         stats["max"] = view.valid_max(measured)
         stats["min"] = view.valid_min(measured)
-        stats["high"] = view.count(raw > hi)
-        stats["low"] = view.count(raw < lo)
+        stats["high"] = view.count_above(raw, hi)
+        stats["low"] = view.count_below(raw, lo)
     else:
         stats["max"] = row_log_ratio
         stats["min"] = row_log_ratio

@@ -169,7 +169,7 @@ class Veto:
     threshold: float
 
     def keep_rows(self, view: TokenView) -> Bool:
-        return view.count(view.log_ratio < math.log(self.threshold)) == 0
+        return view.count_below(view.log_ratio, math.log(self.threshold)) == 0
 
 
 @dataclass(frozen=True)

@@ -150,8 +150,8 @@ class Rejection(Component):
                 "sum": segment_sum(token, view.offsets),
                 "max": view.valid_max(token),
                 "min": view.valid_min(token),
-                "high": view.count(token > upper),
-                "low": view.count(token < lower),
+                "high": view.count_above(token, upper),
+                "low": view.count_below(token, lower),
                 "band": view.token_moments(np.clip(token, lower, upper)),
             }
         else:
@@ -284,7 +284,7 @@ class Veto(Component):
     def catastrophic(self, view: TokenView) -> F64:
         if self.threshold is None:
             return np.zeros(view.batch.rows)
-        return view.count(view.log_ratio < math.log(self.threshold))
+        return view.count_below(view.log_ratio, math.log(self.threshold))
 
     def keep(self, view: TokenView) -> Bool:
         return view.or_invalid(view.broadcast(self.catastrophic(view) == 0))

@@ -193,6 +193,21 @@ class TokenView:
             token_flags = token_flags & self.mask
         return segment_count(token_flags, self.offsets)
 
+    def count_above(self, token_values: F64, bound: float) -> F64:
+        """Per-row count of valid positions whose value is > ``bound``: zeros, without a pass
+        over the tokens, when no row's largest valid value (:meth:`valid_max`, once per array
+        and batch) is (the usual batch, whose weights stay well inside every band)."""
+        if (self.valid_max(token_values) <= bound).all():  # (a NaN maximum fails the test)
+            return np.zeros(self.batch.rows)
+        return self.count(token_values > bound)
+
+    def count_below(self, token_values: F64, bound: float) -> F64:
+        """Per-row count of valid positions whose value is < ``bound`` (as :meth:`count_above`,
+        from :meth:`valid_min`)."""
+        if (self.valid_min(token_values) >= bound).all():
+            return np.zeros(self.batch.rows)
+        return self.count(token_values < bound)
+
     @cached_property
     def runs(self) -> tuple[I64, I64]:
         """The runs of consecutive rows of one step: their token offsets and their steps.

@@ -195,17 +195,21 @@ class GroupedStats:
         return self.index.slots_for(keys)
 
     def _grow(self, n: int) -> None:
+        """Room for ``n`` groups in every array (doubling, so that adding groups one batch at a
+        time costs linear time in all)."""
+        arrays = self._data.values() or (m.n for m in self._moments.values())
+        held = next(iter(arrays), np.empty(0)).size  # every array holds as many groups
+        if n <= held:
+            return
+        size = max(n, 2 * held)
         for name, arr in self._data.items():
-            if arr.size < n:
-                grown = np.full(max(n, 2 * arr.size), _IDENTITY[self.kinds[name]])
-                grown[: arr.size] = arr
-                self._data[name] = grown
+            grown = np.full(size, _IDENTITY[self.kinds[name]])
+            grown[: arr.size] = arr
+            self._data[name] = grown
         for name, m in self._moments.items():
-            if m.n.size < n:
-                size = max(n, 2 * m.n.size)
-                self._moments[name] = Moments(
-                    *(np.concatenate([part, np.zeros(size - part.size)]) for part in m)
-                )
+            self._moments[name] = Moments(
+                *(np.concatenate([part, np.zeros(size - part.size)]) for part in m)
+            )
 
     def add(self, slots: I64, values: Mapping[str, F64 | Moments]) -> None:
         """Fold one value per row into the row's group for each statistic in ``values`` (all of
