@@ -292,6 +292,22 @@ def test_bins_equal_a_binary_search_on_and_next_to_every_edge() -> None:
     with np.errstate(invalid="ignore"):
         counted = (anything[:, None] >= np.array(log_edges)[None, :]).sum(axis=1)
     assert (rollout_prob_bucket(anything) == counted).all()
+    # float32 and float16 log-probs as read: the buckets of their float64 values, on and next to
+    # every edge as each type rounds it
+    for dtype in (np.float32, np.float16):
+        near = np.array(log_edges).astype(dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # huge values become ±inf
+            wide = anything[:50_000].astype(dtype)
+        narrow = np.concatenate(
+            [
+                near,
+                np.nextafter(near, dtype(-np.inf)),
+                np.nextafter(near, dtype(np.inf)),
+                wide,
+                -rng.exponential(3, 5000).astype(dtype),
+            ]
+        )
+        assert (rollout_prob_bucket(narrow) == rollout_prob_bucket(narrow.astype(np.float64))).all()
 
 
 @pytest.mark.parametrize("lengths", [[5, 0, 2], [0, 0], [1], [1 << 21, 3], [0, 17, 0, 64, 1]])

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 from numpy.typing import NDArray
 
-from rcdiag.metrics.ragged import F64, I64
+from rcdiag.metrics.ragged import F64, I64, Floats
 
 BINS_PER_DECADE = 8
 """Histogram resolution: 8 bins per decade of |x| (each bin spans a factor 10^(1/8) ≈ 1.33)."""
@@ -35,14 +35,28 @@ LOG2_BUCKETS = 21
 """Position and length buckets ⌊log₂ t⌋ = 0 … 20 (the last one also holds anything longer)."""
 
 
-def rollout_prob_bucket(rollout_log_probs: F64) -> I64:
+def rollout_prob_bucket(rollout_log_probs: Floats) -> I64:
     """Index of the :data:`ROLLOUT_PROB_EDGES` bucket of each rollout log-prob: the number of edges
     p with log p ≤ x (ten comparisons, cheaper than a binary search per token; counted in bytes,
-    an eighth of the memory traffic of 64-bit counts, then widened once)."""
+    an eighth of the memory traffic of 64-bit counts, then widened once).
+
+    The log-probs are compared as read (float16, 32 or 64), each edge rounded up to their type:
+    a value x of that type is ≥ log p exactly when it is ≥ the least value of the type that is,
+    so the buckets are those of float64 comparisons, without widening the tokens first.
+    """
     bucket = np.zeros(rollout_log_probs.size, dtype=np.uint8)
-    for edge in _LOG_PROB_EDGES.tolist():
+    for edge in _edges_of(rollout_log_probs.dtype):
         bucket += rollout_log_probs >= edge
     return bucket.astype(np.int64)
+
+
+@functools.cache
+def _edges_of(dtype: np.dtype) -> tuple[np.floating, ...]:
+    """:data:`_LOG_PROB_EDGES` each rounded up to ``dtype`` (a scalar of that type each)."""
+    rounded = _LOG_PROB_EDGES.astype(dtype)
+    low = rounded.astype(np.float64) < _LOG_PROB_EDGES
+    rounded[low] = np.nextafter(rounded[low], np.inf)
+    return tuple(rounded)
 
 
 def position_runs(offsets: I64) -> tuple[I64, I64]:

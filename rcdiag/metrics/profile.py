@@ -72,7 +72,11 @@ class _TokenBuckets:
             ("sum", "abs_sum", "sq_sum", "k3_sum"), token_values[:4], strict=True
         ):
             self.sums[name] += np.bincount(bucket, weights=values, minlength=n)
-        np.maximum.at(self.abs_max, bucket, token_values[4])
+        # a value raises its bucket's maximum only above it: after the first batches, a few
+        # (|ℓ| is finite at valid tokens, the reader sees to it)
+        top = token_values[4]
+        raising = np.flatnonzero(top > self.abs_max[bucket])
+        np.maximum.at(self.abs_max, bucket[raising], top[raising])
 
     def rows(self, label: Any) -> list[dict[str, Any]]:
         """One dict per non-empty bucket: counts, mean ℓ, mean |ℓ|, std of ℓ, k3 mean, max |ℓ|.
@@ -208,11 +212,10 @@ class MismatchProfile:
             squares = full * full  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
         abs_full = np.abs(full)
         per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
-        read = batch.rollout[low:high]
+        rollout = batch.rollout[low:high]  # as read: its buckets are exact in any float type
         if not batch.all_valid:
             per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
-            read = read[mask]
-        rollout = read.astype(np.float64, copy=False)  # its buckets' edges are float64
+            rollout = rollout[mask]
         self.valid_tokens += int(per_token[0].size)
         self.token_histogram += signed_log_histogram(per_token[0])
         self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)
