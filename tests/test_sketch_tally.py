@@ -1,5 +1,6 @@
 """The sketch's tally (distinct (group, bucket) pairs with summed counts) against a dictionary
-count, on the one-key path (pairs that fit in 62 bits) and the two-key path (wider ranges)."""
+count, on the one-key path (pairs that fit in 62 bits) and the two-key path (wider ranges), and
+the tallies of a batch added with a bound on its values."""
 
 from __future__ import annotations
 
@@ -95,3 +96,23 @@ def test_sketches_of_separate_steps_merge_as_one() -> None:
     for a, b in zip(whole.quantiles(qs), merged.quantiles(qs), strict=True):
         assert np.array_equal(a, b)
     assert np.array_equal(whole.pooled_quantiles(qs), merged.pooled_quantiles(qs))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([0.0, -0.0, 0.0]),
+        np.array([1e-3, 2e-3, 0.5]),  # one sign
+        np.array([-4.0, -1e-300, 0.0, 3.0, 5e-324]),  # both signs, subnormal, zero
+        np.random.default_rng(3).normal(0.0, 0.02, 5000),
+    ],
+)
+@pytest.mark.parametrize("slack", [1.0, 1.5, 1e6])
+def test_a_bound_on_the_values_changes_no_count(values: np.ndarray, slack: float) -> None:
+    """add(..., bound) with any bound ≥ max |value| tallies exactly what add() does."""
+    plain, bounded = QuantileSketch(), QuantileSketch()
+    slots = np.arange(values.size, dtype=np.int64) % 2
+    plain.add(slots, values, [4, 9])
+    bounded.add(slots, values, [4, 9], float(np.abs(values).max()) * slack)
+    for mine, theirs in zip(plain._compact(), bounded._compact(), strict=True):
+        np.testing.assert_array_equal(mine, theirs)

@@ -104,7 +104,8 @@ class OffPolicyAnalysis:
             if local.size == 1
             else np.repeat(local_of_row.reshape(-1), batch.lengths)[batch.mask]
         )
-        self.sketch.add(token_slots, valid_log_ratio, self.stats.keys_of_slots(local))
+        largest = float(row_stats["abs_log_ratio_max"].max())  # every valid |ℓ| is at most it
+        self.sketch.add(token_slots, valid_log_ratio, self.stats.keys_of_slots(local), largest)
         return row_stats
 
     def merge(self, other: OffPolicyAnalysis) -> None:

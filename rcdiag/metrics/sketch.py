@@ -142,16 +142,23 @@ class QuantileSketch:
         zero = (edges[0] == 0.0) | (edges[1] == 0.0) | (np.sign(edges[0]) != np.sign(edges[1]))
         return np.where(zero, 0.0, edges[0] + (edges[1] - edges[0]) / 2.0)
 
-    def add(self, slots: I64 | None, values: F64, keys: Sequence[int]) -> None:
+    def add(
+        self, slots: I64 | None, values: F64, keys: Sequence[int], bound: float | None = None
+    ) -> None:
         """Count ``values[j]`` in group ``keys[slots[j]]`` (``slots`` index into ``keys``; None
-        when ``keys`` holds one group, which every value then belongs to)."""
+        when ``keys`` holds one group, which every value then belongs to). ``bound``: a known
+        bound on every |value| (the batch's largest |ℓ|), which spares finding the range of
+        their buckets."""
         if values.size == 0:
             return
         if slots is None and len(keys) != 1:
             raise ValueError("slots are needed for more than one group")
         bucket = self._bucket_keys(values)
-        low = int(bucket.min())
-        width = int(bucket.max()) - low + 1
+        if bound is not None and 0.0 <= bound < np.inf:  # (a NaN bound fails the test)
+            low, high = self._bucket_keys(np.array([-bound, bound])).tolist()
+        else:
+            low, high = int(bucket.min()), int(bucket.max())
+        width = high - low + 1
         if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
             bucket -= low
             if slots is not None:

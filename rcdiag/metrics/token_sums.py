@@ -17,6 +17,11 @@ SAFETY_BOUND = 20.0
 """verl clamps log ratios to [−20, 20] before exponentiating them (docs/metrics.md)."""
 
 _LN2 = float(np.log(2.0))
+_CANCEL_FREE = 1.0
+"""Up to this largest |ℓ| every weight lies in [1/e, e], so Σw read as n + Σ(w − 1) (and Σw² as
+n + 2Σ(w − 1) + Σ(w − 1)²) is within a few units of rounding of the direct sum: nothing cancels.
+That reading spares a pass over the tokens."""
+
 _NEAR_BAND = 0.095
 """Below ln 1.1 ≈ 0.0953: no ρ = e^ℓ with |ℓ| under it lies outside [0.9, 1.1]."""
 
@@ -114,13 +119,19 @@ def _piece_sums(
     expm1_clamped = (
         np.expm1(np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)) if needs_clamp else expm1_ell
     )
-    # w = exp(clamp ℓ) at valid tokens, 0 elsewhere; summed directly (not as Σ(w − 1) + n), so tiny
-    # weights do not cancel against the ones.
-    token_weight = expm1_clamped + (1.0 if batch.all_valid else mask)
-    row_weight = segment_sum(token_weight, offsets)
-    np.square(token_weight, out=token_weight)
-    row_weight_sq = segment_sum(token_weight, offsets)
-    del token_weight
+    # w = exp(clamp ℓ) at valid tokens, 0 elsewhere
+    if largest <= _CANCEL_FREE:  # Σw = n + Σ(w − 1), Σw² = n + 2Σ(w − 1) + Σ(w − 1)²
+        deviation_sum = segment_sum(expm1_clamped, offsets)
+        row_weight = n + deviation_sum
+        squares = np.square(expm1_clamped)
+        row_weight_sq = n + 2.0 * deviation_sum + segment_sum(squares, offsets)
+        del squares
+    else:  # summed directly, so that tiny weights do not cancel against the ones
+        token_weight = expm1_clamped + (1.0 if batch.all_valid else mask)
+        row_weight = segment_sum(token_weight, offsets)
+        np.square(token_weight, out=token_weight)
+        row_weight_sq = segment_sum(token_weight, offsets)
+        del token_weight
     weight_deviation = np.abs(expm1_clamped)  # |w − 1| at valid tokens, 0 elsewhere
     row_weight_abs_dev = segment_sum(weight_deviation, offsets)
     rho_deviation = np.abs(expm1_ell) if needs_clamp else weight_deviation  # |ρ − 1|
