@@ -27,12 +27,15 @@ runs, each in a fresh subprocess so peak memory is measured per run:
   < 600 MB).
 
 rcdiag's modules are compiled to bytecode first, as an install does.
-Every repeat runs all commands in turn, so a machine that slows down slows every command of that
-repeat; each figure is the best of ``--repeat`` runs. Prints a table of wall times, each command's
-ratio to the whole-file read, the streaming read and ``analyze``, peak RSS, the targets (wall
-time, the CPU ratio beside it), and the summary ratios. Usage:
+A round runs the commands in turn: ``--repeat`` rounds of every command, then ``--pairs`` rounds
+of the commands whose ratios have targets (``analyze`` and the streaming read, the API, the
+20-row pair, ``compare``, ``report``). A ratio is taken within each round, where the two commands
+ran moments apart (a machine whose speed drifts slows both alike), and judged by its median over
+the rounds; each command's seconds in the table are its best. Prints the table (wall times, each
+command's ratio to the whole-file read, the streaming read and ``analyze``, peak RSS, the targets
+with the median, range and CPU median of their paired ratios) and the summary ratios. Usage:
 
-    python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50] [--repeat 2]
+    python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50] [--repeat 2] [--pairs 4]
 """
 
 from __future__ import annotations
@@ -159,7 +162,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=50_000_000)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--data", type=Path, default=HERE / "data")
-    parser.add_argument("--repeat", type=int, default=2, help="best of N runs")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of every command")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=4,
+        help="further rounds of the commands whose ratios have targets only",
+    )
     args = parser.parse_args()
 
     dump = args.data / f"dump_v2_{args.tokens}_{args.steps}"
@@ -212,20 +221,23 @@ def main() -> None:
     }
     compile_bytecode()
     subprocess.run(runs["baseline"], check=True, stdout=subprocess.DEVNULL)  # check reads it
-    results: dict[str, Measured] = {}
-    for repeat in range(args.repeat):  # every command in turn, then again: paired by repeat
-        for name, cmd in runs.items():
-            measured = measure(cmd)
-            if name not in results or measured.seconds < results[name].seconds:
-                results[name] = measured
-            if repeat == args.repeat - 1:
-                best = results[name]
-                print(
-                    f"{name:>18}: {best.seconds:7.2f} s  cpu {best.cpu:7.2f} s  "
-                    f"peak RSS {best.rss:7.0f} MB",
-                    flush=True,
-                )
-    report(results, json.loads(out_json.read_text())["source"]["valid_tokens"])
+    rounds: list[dict[str, Measured]] = []
+    for _ in range(args.repeat):  # every command in turn, then again
+        rounds.append({name: measure(cmd) for name, cmd in runs.items()})
+    paired = [name for name, (against, _) in TARGETS.items() if against != "seconds"]
+    headline = [n for n in runs if n in paired or n in {TARGETS[p][0] for p in paired}]
+    for _ in range(args.pairs):  # the ratios with targets: more rounds of those commands only
+        rounds.append({name: measure(runs[name]) for name in headline})
+    best = {
+        name: min((r[name] for r in rounds if name in r), key=lambda m: m.seconds) for name in runs
+    }
+    for name, measured in best.items():
+        print(
+            f"{name:>18}: {measured.seconds:7.2f} s  cpu {measured.cpu:7.2f} s  "
+            f"peak RSS {measured.rss:7.0f} MB",
+            flush=True,
+        )
+    report(best, rounds, json.loads(out_json.read_text())["source"]["valid_tokens"])
     check_rc = subprocess.run(runs["check"], stdout=subprocess.DEVNULL).returncode
     print(f"check exit code on its own baseline: {check_rc} (0 expected)")
 
@@ -242,9 +254,31 @@ TARGETS = {
 """Each command's target: a ratio of wall times to another command's, or seconds."""
 
 
-def report(results: dict[str, Measured], tokens: int) -> None:
-    """The table of every command against the reads and ``analyze`` (wall time; the CPU ratio
-    beside the target's), the targets, and the summary ratios."""
+class Ratio(NamedTuple):
+    """A command's wall time over another's, measured in the same rounds."""
+
+    median: float
+    low: float
+    high: float
+    cpu: float
+    """The median ratio of CPU times."""
+    rounds: int
+
+
+def paired(rounds: list[dict[str, Measured]], a: str, b: str) -> Ratio:
+    """The ratio of ``a`` to ``b`` in each round that ran both (the two run moments apart, so a
+    machine whose speed drifts slows both alike), summarised by its median."""
+    walls = [r[a].seconds / r[b].seconds for r in rounds if a in r and b in r]
+    cpus = [r[a].cpu / r[b].cpu for r in rounds if a in r and b in r]
+    return Ratio(
+        float(np.median(walls)), min(walls), max(walls), float(np.median(cpus)), len(walls)
+    )
+
+
+def report(results: dict[str, Measured], rounds: list[dict[str, Measured]], tokens: int) -> None:
+    """The table of every command's best time against the reads and ``analyze`` (wall time),
+    each target judged on the median of its paired ratios (CPU median and range beside it), and
+    the summary ratios."""
     read, stream = results["read"].seconds, results["stream"].seconds
     analyze = results["analyze"].seconds
     print(f"\nvalid tokens: {tokens:,}  ({tokens / analyze / 1e6:.1f} M tokens/s in analyze)\n")
@@ -259,10 +293,12 @@ def report(results: dict[str, Measured], tokens: int) -> None:
             if against == "seconds":
                 wanted, ok = f"< {limit:g} s", seconds < limit
             else:
-                ratio = seconds / results[against].seconds
-                cpu = measured.cpu / results[against].cpu
-                wanted = f"≤ {limit}× {against} ({ratio:.2f}; cpu {cpu:.2f})"
-                ok = ratio <= limit
+                ratio = paired(rounds, name, against)
+                wanted = (
+                    f"≤ {limit}× {against} (median of {ratio.rounds} pairs {ratio.median:.2f}, "
+                    f"{ratio.low:.2f}–{ratio.high:.2f}; cpu {ratio.cpu:.2f})"
+                )
+                ok = ratio.median <= limit
             met = "yes" if ok else "**no**"
         if "10k" in name or "5M" in name:
             wanted += ("; " if wanted else "") + "< 600 MB"
@@ -273,8 +309,8 @@ def report(results: dict[str, Measured], tokens: int) -> None:
         )
 
     def pair(a: str, b: str) -> str:
-        x, y = results[a], results[b]
-        return f"{x.seconds / y.seconds:.2f} (cpu {x.cpu / y.cpu:.2f})"
+        ratio = paired(rounds, a, b)
+        return f"{ratio.median:.2f} (cpu {ratio.cpu:.2f}; {ratio.rounds} pairs)"
 
     print(
         f"\npeak RSS whole / half dump (analyze): {results['analyze'].rss:.0f} / "

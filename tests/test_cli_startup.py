@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HEAVY = ("torch", "plotly", "jinja2", "polars", "yaml")
 
@@ -20,6 +24,26 @@ def test_help_does_not_import_heavy_libraries() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert loaded == "", f"imported at start-up: {loaded}"
+
+
+def test_a_quiet_analyze_prints_without_rich(tmp_path: Path) -> None:
+    """``analyze --quiet`` prints nothing, so it never imports rich (~30 ms of a start-up), nor
+    numpy's masked arrays (~12 ms); its JSON is written all the same."""
+    out = tmp_path / "a.json"
+    code = (
+        "import sys, runpy; sys.argv = ['rcdiag', 'analyze', sys.argv[1], '--quiet', '--json', "
+        "sys.argv[2]]\ntry:\n    runpy.run_module('rcdiag.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(','.join(m for m in sys.modules if m.split('.')[0] == 'rich' or m == 'numpy.ma'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "sample_data" / "drift"), str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "", f"imported: {done.stdout.strip()[:200]}"
+    assert json.loads(out.read_text())["source"]["valid_tokens"] > 0
 
 
 @pytest.mark.parametrize(

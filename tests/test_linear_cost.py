@@ -27,7 +27,7 @@ from rcdiag.assess.verdict.signals import verdict
 from rcdiag.checks.defaults import default_rules
 from rcdiag.checks.evaluate import CheckInputs, evaluate_rules
 from rcdiag.checks.rules import CheckSettings, parse_rule
-from rcdiag.commands.analyze import step_table
+from rcdiag.commands._analyze_terminal import step_table
 from rcdiag.correction.compare import NamedConfig
 from rcdiag.metrics.analysis import OffPolicyAnalysis
 from rcdiag.metrics.ragged import RaggedBatch

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import rcdiag
 from rcdiag.cli import app
-from rcdiag.commands import _terminal
+from rcdiag.commands import _progress
 from rcdiag.synth import config_for, write_synthetic_dump
 
 runner = CliRunner()
@@ -33,7 +33,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     """stderr as a terminal: what the bar draws lands in the returned buffer."""
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=100, stderr=True)
-    monkeypatch.setattr(_terminal, "stderr", console)
+    monkeypatch.setattr(_progress, "stderr", console)
     return screen
 
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from rcdiag import __version__
 from rcdiag.cli import app
 from rcdiag.commands import analyze, check, compare_presets, recommend, report
-from rcdiag.commands._common import PIPE_WIDTH
+from rcdiag.commands._console import PIPE_WIDTH
 from rcdiag.commands._help import reflowed
 
 ROOT = Path(__file__).resolve().parent.parent

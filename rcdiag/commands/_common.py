@@ -8,15 +8,12 @@ import functools
 import glob
 import inspect
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
-from rich.console import Console, ConsoleDimensions
-from rich.markup import escape
 
 from rcdiag import process
 from rcdiag.argument_checks import command_line_message
@@ -33,6 +30,7 @@ from rcdiag.run.python_words import from_command_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from rich.console import Console
 
     from rcdiag.frameworks.base import Framework
 
@@ -49,47 +47,35 @@ JsonOption = Annotated[
 ]
 """Output paths are taken as typed (str): a trailing / must still be there for :func:`outputs`."""
 
-PIPE_WIDTH = 100
-"""Columns of output to a pipe or a file when ``COLUMNS`` is not set."""
-MIN_WIDTH = 40
-"""Narrower widths (``COLUMNS=20``) are taken as this: below it no table can be read."""
+
+class _Console:
+    """A command's rich console (:class:`~rcdiag.commands._console.FittedConsole`), made at its
+    first use: a ``--quiet`` run that prints nothing never imports rich."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def made(self) -> Console:
+        """The console itself (made now if not yet)."""
+        if self._console is None:
+            from rcdiag.commands._console import FittedConsole
+
+            self._console = FittedConsole(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
 
 
-def output_width(console: Console) -> int:
-    """The width ``console`` lays its output out for: ``COLUMNS`` when set, else the terminal's
-    width, else :data:`PIPE_WIDTH` (a pipe or a file); never below :data:`MIN_WIDTH`."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
-        return max(MIN_WIDTH, int(columns))
-    if not console.is_terminal:
-        return PIPE_WIDTH
-    try:
-        return max(MIN_WIDTH, os.get_terminal_size(console.file.fileno()).columns or 80)
-    except (OSError, ValueError, AttributeError):  # a terminal that cannot tell its size
-        return 80
+stdout = cast("Console", _Console(stderr=False))
+stderr = cast("Console", _Console(stderr=True))
 
 
-class FittedConsole(Console):
-    """A rich console whose width is :func:`output_width`, read at every print (so ``COLUMNS``
-    set by a caller, or a resized terminal, is honoured). Text wraps at that width; a message that
-    must stay one line (a path) is printed with ``soft_wrap=True``."""
-
-    @property
-    def size(self) -> ConsoleDimensions:
-        return ConsoleDimensions(output_width(self), super().size.height)
-
-    @size.setter
-    def size(self, new_size: tuple[int, int]) -> None:  # rich's setter, kept for its callers
-        self._width, self._height = new_size
-
-    def _render_buffer(self, buffer: Any) -> str:
-        """Rich's text, without the spaces it pads lines with (they end up in files and pipes)."""
-        text = super()._render_buffer(buffer)
-        return "\n".join(line.rstrip(" ") for line in text.split("\n"))
-
-
-stdout = FittedConsole()
-stderr = FittedConsole(stderr=True)
+def made(console: Console) -> Console:
+    """The rich console behind :data:`stdout` or :data:`stderr`, for a rich object that keeps
+    the console it is given (a progress bar)."""
+    return console.made() if isinstance(console, _Console) else console
 
 
 @contextlib.contextmanager
@@ -137,6 +123,8 @@ def _error(message: str) -> None:
 
 def shown(text: object) -> str:
     """A user string (a path, a file stem, a rule name) for rich output: no markup, one line."""
+    from rich.markup import escape
+
     return escape(printable(str(text)))
 
 

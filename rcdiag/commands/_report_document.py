@@ -10,7 +10,7 @@ import typer
 
 from rcdiag import api
 from rcdiag.commands._common import DumpOptions, parse_dialect
-from rcdiag.commands._terminal import progress_bar, warn_about_input
+from rcdiag.commands._progress import progress_bar, warn_about_input
 from rcdiag.errors import UsageError
 from rcdiag.model import ReportDocument
 

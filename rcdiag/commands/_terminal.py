@@ -1,20 +1,17 @@
-"""Terminal views shared by the commands: progress, input warnings, the diagnosis, statuses and
-their bands, the χ² note."""
+"""Terminal views shared by the commands: the diagnosis, statuses and their bands, the χ² note
+(the progress bar and the input warnings: :mod:`rcdiag.commands._progress`)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rcdiag.commands._common import shown, stderr, stdout
+from rcdiag.commands._common import shown, stdout
 from rcdiag.commands._layout import hanging
 from rcdiag.formatting import fmt
 from rcdiag.metrics.records import CHI2_SEQ, CHI2_TOKEN, REGISTRY, label
-from rcdiag.model import Diagnosis, SourceInfo
-from rcdiag.run.dump import Progress as RowsRead
+from rcdiag.model import Diagnosis
 from rcdiag.status import rank
 
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
@@ -106,52 +103,3 @@ def show_diagnosis(diagnosis: Diagnosis) -> None:
         rows.append((Text("spike", style="yellow"), text))
     if rows:
         stdout.print(hanging(rows))
-
-
-@contextlib.contextmanager
-def progress_bar(quiet: bool, what: str = "reading", unit: str = "rows") -> Iterator[RowsRead]:
-    """A progress bar on a terminal's stderr (``reading 1,024/4,096 rows``; not with ``quiet``,
-    nor in a pipe, a file or a test's captured output); yields its update, ``advance(done,
-    total)``, for the pass's ``progress`` hook."""
-    with Progress(
-        TextColumn(what),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeRemainingColumn(),
-        console=stderr,
-        transient=True,
-        disable=quiet or not stderr.is_terminal,  # logs get no bar (and no stray blank line)
-    ) as bar:
-        task = bar.add_task("read", total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield advance
-
-
-def warn_about_input(source: SourceInfo, quiet: bool) -> None:
-    """Warnings about steps without valid tokens, tokens --drop-nonfinite masked, and log-probs
-    that cannot be log-probs."""
-    if quiet:
-        return
-    for s in source.empty_steps:
-        stderr.print(
-            f"[yellow]Warning:[/] step {s} has no valid token: its metrics are null "
-            "(verl would raise on this batch); the other steps are analysed."
-        )
-    if source.dropped_nonfinite:
-        stderr.print(
-            f"[yellow]Note:[/] masked {source.dropped_nonfinite} non-finite "
-            "log-probs at valid positions (--drop-nonfinite)."
-        )
-    if source.left_out:
-        counts = ", ".join(f"{count:,} {reason}" for reason, count in source.left_out)
-        stderr.print(f"[yellow]Note:[/] samples not read: {counts} (docs/formats.md).")
-    if source.positive_log_probs:
-        stderr.print(
-            f"[yellow]Warning:[/] {source.positive_log_probs:,} valid log-probs are > 0 "
-            f"(first: {shown(source.first_positive_log_prob)}); a log-probability "
-            "cannot be positive: are these logits, or the wrong columns?"
-        )

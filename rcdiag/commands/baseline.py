@@ -27,7 +27,8 @@ from rcdiag.commands._common import (
     wrote,
 )
 from rcdiag.commands._layout import Col, header_line, new_table
-from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, progress_bar, warn_about_input
+from rcdiag.commands._progress import progress_bar, warn_about_input
+from rcdiag.commands._terminal import CHI2_METRICS, chi2_note
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.metrics.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES

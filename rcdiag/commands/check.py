@@ -30,7 +30,7 @@ from rcdiag.commands._common import (
     stdout,
     write_output,
 )
-from rcdiag.commands._terminal import progress_bar, warn_about_input
+from rcdiag.commands._progress import progress_bar, warn_about_input
 from rcdiag.errors import UsageError
 
 

@@ -33,7 +33,8 @@ from rcdiag.commands._common import (
     wrote,
 )
 from rcdiag.commands._layout import Col, fitted_tables, header_line, paragraph
-from rcdiag.commands._terminal import plural, progress_bar, warn_about_input
+from rcdiag.commands._progress import progress_bar, warn_about_input
+from rcdiag.commands._terminal import plural
 from rcdiag.correction.figures import SUMMARY_FIGURES, WORSE_WHEN_LOWER
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt

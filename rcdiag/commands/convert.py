@@ -21,7 +21,7 @@ from rcdiag.commands._common import (
     shown,
     wrote,
 )
-from rcdiag.commands._terminal import progress_bar
+from rcdiag.commands._progress import progress_bar
 from rcdiag.errors import UsageError
 from rcdiag.io.paths import PARQUET_SUFFIXES
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from rcdiag.commands._common import DebugOption, cli_errors, shown, stdout
-from rcdiag.commands._terminal import progress_bar
+from rcdiag.commands._progress import progress_bar
 from rcdiag.errors import UsageError
 from rcdiag.synth import SCENARIO_DESCRIPTIONS, config_for, write_synthetic_dump
 

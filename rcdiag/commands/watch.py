@@ -33,7 +33,7 @@ from rcdiag.commands._common import (
     parse_dialect,
     reads_dump,
 )
-from rcdiag.commands._terminal import progress_bar
+from rcdiag.commands._progress import progress_bar
 from rcdiag.commands._trackers import MlflowOption, TensorboardOption, Trackers, WandbOption
 from rcdiag.errors import InputError, UsageError
 from rcdiag.formatting import fmt
