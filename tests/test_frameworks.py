@@ -275,10 +275,11 @@ MIS_CASES = [
 ]
 
 
+@pytest.mark.parametrize("seed", [11, 2], ids=["low outliers", "high outliers too"])
 @pytest.mark.parametrize("case", range(len(MIS_CASES)))
-def test_slime_mis_weights_and_masks(case: int) -> None:
+def test_slime_mis_weights_and_masks(case: int, seed: int) -> None:
     options = slime_module.Mis(**MIS_CASES[case])
-    rows = make_steps(11, steps=1)[0]
+    rows = make_steps(seed, steps=1)[0]
     view = TokenView(ragged(rows, [0] * len(rows)))
     plan = slime_module.mis_plan(options)
     want_w, want_keep, want_mu = ref.slime_mis(rows, options.config())

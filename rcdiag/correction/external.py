@@ -113,6 +113,15 @@ class Band:
 
         return view.memo(("ext_band", self), compute)
 
+    def holds_every_token(self, view: TokenView) -> bool:
+        """Whether every valid token's ratio lies inside the band: read from each row's extremes
+        (once per ratio and batch), so the usual batch, well inside, needs no pass over the
+        tokens. (A NaN extreme fails the test.)"""
+        if self.ratio.row_level:
+            return False
+        r = ratio_tokens(view, self.ratio)
+        return bool((view.valid_min(r) >= self.lo).all() and (view.valid_max(r) <= self.hi).all())
+
 
 Bound = Literal["none", "truncate", "clip"]
 
@@ -156,7 +165,8 @@ class Weights:
             if self.bound == "clip" and self.lo > 0:
                 out = view.valid(out)  # the clip lifted invalid positions to lo
             for band in self.zero:
-                out = np.where(band.inside(view), out, 0.0)
+                if not band.holds_every_token(view):  # (invalid positions are 0 already)
+                    out = np.where(band.inside(view), out, 0.0)
             return out
 
         return view.memo(("ext_weights", self), compute)

@@ -102,6 +102,17 @@ def _flag_share(view: TokenView, flags: np.ndarray) -> F64:
     return view.count(flags) / count_divisor(view.n)
 
 
+def _share_above(view: TokenView, values: F64, bound: float) -> F64:
+    """Each sample's share of valid tokens whose value is > ``bound`` (:func:`_flag_share` of
+    ``values > bound``, without a pass over the tokens when no sample's largest passes it)."""
+    return view.count_above(values, bound) / count_divisor(view.n)
+
+
+def _share_below(view: TokenView, values: F64, bound: float) -> F64:
+    """Each sample's share of valid tokens whose value is < ``bound`` (as :func:`_share_above`)."""
+    return view.count_below(values, bound) / count_divisor(view.n)
+
+
 @dataclass(frozen=True)
 class SlimeTisLogged(Component):
     """``tis``, ``tis_clipfrac``, ``tis_abs`` of the built-in TIS or of ``icepop_function``: per
@@ -113,7 +124,8 @@ class SlimeTisLogged(Component):
 
     def row_stats(self, view: TokenView) -> RowStats:
         ratio, applied = rho(view), self.weights.applied(view)
-        deviation = view.valid(np.abs(ratio - 1.0))
+        # |ρ − 1|, shared by both of slime's modes
+        deviation = view.memo(("rho_deviation",), lambda: view.valid(np.abs(ratio - 1.0)))
         means = _sample_means(view, {"tis": ratio, "tis_abs": deviation})
         return {**means, "tis_clipfrac": _flag_share(view, applied != ratio)}
 

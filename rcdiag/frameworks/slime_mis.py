@@ -27,8 +27,9 @@ from rcdiag.frameworks.slime_metrics import (
     SAFETY_BOUND,
     SlimeAbsDiff,
     SlimeMisPpl,
-    _flag_share,
     _sample_means,
+    _share_above,
+    _share_below,
 )
 from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.offpolicy import count_divisor
@@ -143,19 +144,21 @@ class SlimeMisLogged(Component):
         after = weights.applied(view)
         lo, hi = options.lower, options.tis_upper_bound
         if options.tis_mode == "truncate":
-            a, b = _flag_share(view, before > hi), np.zeros(view.batch.rows)
+            a, b = _share_above(view, before, hi), np.zeros(view.batch.rows)
         else:
-            a, b = _flag_share(view, before < lo), _flag_share(view, before > hi)
+            a, b = _share_below(view, before, lo), _share_above(view, before, hi)
         stats = _sample_means(
             view, {"mis_tis_weight_before_bound": before, "mis_tis_weight_after_bound": after}
         )
         stats["mis_tis_fraction_a"], stats["mis_tis_fraction_b"] = a, b
         rs_lo, rs_hi = options.rs_bounds
         rs = ratio_tokens(view, Ratio(options.rs_level, SAFETY_BOUND))
-        stats["mis_rs_mask_fraction_low"] = _flag_share(view, rs < rs_lo)
-        stats["mis_rs_mask_fraction_high"] = _flag_share(view, rs > rs_hi)
+        stats["mis_rs_mask_fraction_low"] = _share_below(view, rs, rs_lo)
+        stats["mis_rs_mask_fraction_high"] = _share_above(view, rs, rs_hi)
         if options.rs_veto_threshold is not None:
-            catastrophic = view.count(view.log_ratio < np.log(options.rs_veto_threshold))
+            catastrophic = view.count_below(
+                view.log_ratio, float(np.log(options.rs_veto_threshold))
+            )
             stats["mis_rs_catastrophic_token_fraction"] = catastrophic / count_divisor(view.n)
             # every valid token of a sample with a catastrophic one: the sample's share is 1
             stats["mis_rs_catastrophic_seq_fraction"] = (catastrophic > 0).astype(np.float64)
