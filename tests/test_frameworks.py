@@ -305,6 +305,14 @@ def test_slime_mis_weights_and_masks(case: int, seed: int) -> None:
     assert set(logged) == set(want_logged)  # the names mis.py logs, and only those
     for name, value in want_logged.items():
         close(logged[name], value, name)
+    # in a pass the view holds the analysis's row sums (Σk3, Σw² read from them): the same metrics
+    from rcdiag.metrics.offpolicy import row_statistics
+
+    shared = PresetComparison([NamedConfig("m", options.config(), plan)])
+    batch = view.batch
+    shared.update(batch, TokenView(batch, row_statistics(batch, batch.log_ratio, 1e-4)))
+    for name, value in want_logged.items():
+        close(shared.metrics("m")[name], value, f"{name} (shared row sums)")
 
 
 @pytest.mark.parametrize("kind", ["tis", "icepop", "seq-mask-tis"])
@@ -381,8 +389,9 @@ def test_trl_mode_metrics_follow_the_mode() -> None:
             close(got[name], value, f"{mode} {name}")
 
 
-def test_slime_tis_metrics() -> None:
-    rows = make_steps(6, steps=1)[0]
+@pytest.mark.parametrize("seed", [6, 2], ids=["nothing clipped", "ratios above the cap"])
+def test_slime_tis_metrics(seed: int) -> None:
+    rows = make_steps(seed, steps=1)[0]
     batch = ragged(rows, [0] * len(rows))
     plan = slime_module.tis_plan(0.0, 2.0)
     comparison = PresetComparison([NamedConfig("t", {}, plan)])

@@ -156,6 +156,16 @@ class Weights:
 
         return view.memo(("ext_weight_rows", self), compute)
 
+    def keeps_every_ratio(self, view: TokenView) -> bool:
+        """Whether W = R at every valid token of a token-level ratio: no bound and no band cuts
+        any (read from each row's extremes, once per ratio and batch)."""
+        if self.ratio.row_level:
+            return False
+        raw = ratio_tokens(view, self.ratio)
+        low = self.bound == "clip" and not (view.valid_min(raw) >= self.lo).all()
+        high = self.bound != "none" and not (view.valid_max(raw) <= self.hi).all()
+        return not (low or high) and all(band.holds_every_token(view) for band in self.zero)
+
     def applied(self, view: TokenView) -> F64:
         """W on every valid token, 0 elsewhere."""
 

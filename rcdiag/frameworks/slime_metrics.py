@@ -61,11 +61,16 @@ class SlimeMisPpl(Component):
     kinds: ClassVar[dict[str, Kind]] = {"k3_row_mean": "sum", "chi2_row": "sum"}
 
     def row_stats(self, view: TokenView) -> RowStats:
-        ell = view.log_ratio
-        w = ratio_tokens(view, Ratio("token", SAFETY_BOUND))
-        second = view.row_mean(view.squares(w))
+        """Per sample the mean of k3 = e^ℓ − 1 − ℓ and of w² with w = e^clamp(ℓ, ±20): the
+        analysis's Σk3 and Σw² when the view holds them (the same sums), else summed here."""
+        ell, divisor = view.log_ratio, count_divisor(view.n)
+        if "k3" in view.row_sums and "token_weight_sq" in view.row_sums:
+            k3, second = view.row_sums["k3"], view.row_sums["token_weight_sq"] / divisor
+        else:
+            w = ratio_tokens(view, Ratio("token", SAFETY_BOUND))
+            k3, second = view.row_sum(np.expm1(ell) - ell), view.row_mean(view.squares(w))
         return {
-            "k3_row_mean": view.row_mean(np.expm1(ell) - ell),
+            "k3_row_mean": k3 / divisor,
             "chi2_row": np.where(view.nonempty, second - 1.0, 0.0),
         }
 
@@ -127,6 +132,8 @@ class SlimeTisLogged(Component):
         # |ρ − 1|, shared by both of slime's modes
         deviation = view.memo(("rho_deviation",), lambda: view.valid(np.abs(ratio - 1.0)))
         means = _sample_means(view, {"tis": ratio, "tis_abs": deviation})
+        if self.weights.ratio == Ratio("token") and self.weights.keeps_every_ratio(view):
+            return {**means, "tis_clipfrac": np.zeros(view.batch.rows)}  # W = ρ everywhere
         return {**means, "tis_clipfrac": _flag_share(view, applied != ratio)}
 
     def metrics(self, get: Getter) -> Metrics:

@@ -18,6 +18,7 @@ from rcdiag.correction.external import (
     Rule,
     Veto,
     Weights,
+    ratio_rows,
     ratio_tokens,
 )
 from rcdiag.correction.view import TokenView
@@ -140,21 +141,35 @@ class SlimeMisLogged(Component):
     def row_stats(self, view: TokenView) -> RowStats:
         options, weights = self.plan.options, self.plan.weights
         assert weights is not None
-        before = ratio_tokens(view, weights.ratio)
-        after = weights.applied(view)
         lo, hi = options.lower, options.tis_upper_bound
-        if options.tis_mode == "truncate":
-            a, b = _share_above(view, before, hi), np.zeros(view.batch.rows)
+        if weights.ratio.row_level:
+            stats = self._row_weight_stats(view, weights)
         else:
-            a, b = _share_below(view, before, lo), _share_above(view, before, hi)
-        stats = _sample_means(
-            view, {"mis_tis_weight_before_bound": before, "mis_tis_weight_after_bound": after}
-        )
-        stats["mis_tis_fraction_a"], stats["mis_tis_fraction_b"] = a, b
+            before = ratio_tokens(view, weights.ratio)
+            after = weights.applied(view)
+            if options.tis_mode == "truncate":
+                a, b = _share_above(view, before, hi), np.zeros(view.batch.rows)
+            else:
+                a, b = _share_below(view, before, lo), _share_above(view, before, hi)
+            stats = _sample_means(
+                view, {"mis_tis_weight_before_bound": before, "mis_tis_weight_after_bound": after}
+            )
+            stats["mis_tis_fraction_a"], stats["mis_tis_fraction_b"] = a, b
+            stats["final_mean"] = view.row_mean(after)
+            stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
+            stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
+            stats["norm_token_sum"] = view.row_sum(after)  # the batch-normalisation μ's sums
+            stats["norm_row_mean"] = view.row_mean(after)
         rs_lo, rs_hi = options.rs_bounds
-        rs = ratio_tokens(view, Ratio(options.rs_level, SAFETY_BOUND))
-        stats["mis_rs_mask_fraction_low"] = _share_below(view, rs, rs_lo)
-        stats["mis_rs_mask_fraction_high"] = _share_above(view, rs, rs_hi)
+        rs_ratio = Ratio(options.rs_level, SAFETY_BOUND)
+        if rs_ratio.row_level:  # a sample's tokens all share its ratio: a share of 0 or 1
+            rs = np.where(view.nonempty, ratio_rows(view, rs_ratio), np.nan)
+            stats["mis_rs_mask_fraction_low"] = (rs < rs_lo).astype(np.float64)
+            stats["mis_rs_mask_fraction_high"] = (rs > rs_hi).astype(np.float64)
+        else:
+            rs = ratio_tokens(view, rs_ratio)
+            stats["mis_rs_mask_fraction_low"] = _share_below(view, rs, rs_lo)
+            stats["mis_rs_mask_fraction_high"] = _share_above(view, rs, rs_hi)
         if options.rs_veto_threshold is not None:
             catastrophic = view.count_below(
                 view.log_ratio, float(np.log(options.rs_veto_threshold))
@@ -162,14 +177,33 @@ class SlimeMisLogged(Component):
             stats["mis_rs_catastrophic_token_fraction"] = catastrophic / count_divisor(view.n)
             # every valid token of a sample with a catastrophic one: the sample's share is 1
             stats["mis_rs_catastrophic_seq_fraction"] = (catastrophic > 0).astype(np.float64)
-        stats["final_mean"] = view.row_mean(after)
-        stats["final_min"] = np.where(view.nonempty, view.valid_min(after), 0.0)
-        stats["final_max"] = np.where(view.nonempty, view.valid_max(after), 0.0)
-        stats["norm_token_sum"] = view.row_sum(after)  # the batch-normalisation μ's sums
-        stats["norm_row_mean"] = view.row_mean(after)
         for name in ("mis_rs_catastrophic_token_fraction", "mis_rs_catastrophic_seq_fraction"):
             stats.setdefault(name, np.zeros(view.batch.rows))
         return stats
+
+    def _row_weight_stats(self, view: TokenView, weights: Weights) -> RowStats:
+        """The weight statistics of a sequence- or geometric-level ratio from one value per
+        sample: its tokens all carry the sample's weight v, so a sample's mean, least and largest
+        weight are v, its sum n·v, and the share of its tokens past a bound 0 or 1 (the token
+        arrays give the same up to the rounding of their sums); an empty sample has 0."""
+        options, n, nonempty = self.plan.options, view.n, view.nonempty
+        lo, hi = options.lower, options.tis_upper_bound
+        before = np.where(nonempty, ratio_rows(view, weights.ratio), 0.0)
+        after = np.where(nonempty, weights.rows(view), 0.0)
+        seen = np.where(nonempty, before, np.nan)  # an empty sample is past no bound
+        below, above = (seen < lo).astype(np.float64), (seen > hi).astype(np.float64)
+        truncate = options.tis_mode == "truncate"
+        return {
+            "mis_tis_weight_before_bound": before,
+            "mis_tis_weight_after_bound": after,
+            "mis_tis_fraction_a": above if truncate else below,
+            "mis_tis_fraction_b": np.zeros(n.size) if truncate else above,
+            "final_mean": after,
+            "final_min": after,
+            "final_max": after,
+            "norm_token_sum": n * after,
+            "norm_row_mean": after,
+        }
 
     def metrics(self, get: Getter) -> Metrics:
         options = self.plan.options
