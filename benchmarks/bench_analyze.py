@@ -246,6 +246,7 @@ TARGETS = {
     "analyze": ("stream", 1.5),
     "API": ("analyze", 1.1),
     "compare": ("analyze", 2.0),
+    "compare trl,slime": ("compare", 2.0),
     "report": ("analyze", 2.5),
     "analyze 20 rows": ("read 20 rows", 2.0),
     "check 10k steps": ("seconds", 20.0),
@@ -333,7 +334,7 @@ def report(results: dict[str, Measured], rounds: list[dict[str, Measured]], toke
     )
     print(
         f"compare with TRL's and slime's modes / verl's alone: "
-        f"{pair('compare trl,slime', 'compare')} (target ≤ 2)"
+        f"{pair('compare trl,slime', 'compare')} (target ≤ 2, docs/frameworks.md)"
     )
 
 
