@@ -1,7 +1,7 @@
 """What a command says while it reads: its progress bar and its warnings about the input.
 
-rich is imported only to draw: a ``--quiet`` run (or one whose stderr is no terminal) gets no bar,
-and its start-up no rich (about 30 ms).
+A ``--quiet`` run gets no bar, and its start-up no rich (about 30 ms); a run whose stderr is no
+terminal (a pipe, a file, a log) gets no bar either.
 """
 
 from __future__ import annotations
