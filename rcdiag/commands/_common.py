@@ -65,6 +65,8 @@ class _Console:
         return self._console
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_stderr", "_console"):  # not set yet (a copy made without __init__)
+            raise AttributeError(name)
         return getattr(self.made(), name)
 
 
