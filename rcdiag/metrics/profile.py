@@ -55,6 +55,22 @@ _TokenValues = tuple[F64, F64, F64, F64, F64]
 """ℓ, |ℓ|, ℓ², k3 and |ℓ| again (for the maximum), per token or summed per run of tokens."""
 
 
+_LANES = 4
+"""Interleaved tallies per bucket for counting tokens (token t adds to lane t mod 4): an increment
+waits for the previous one to the same cell, and most tokens fall in the bucket of the token
+before them (most rollout probabilities lie in one or two buckets); four lanes keep four
+increments in flight (measured: a bucket holding 90% of the tokens, 3.7 → 1.4 ms per 1M)."""
+
+
+def _lanes(bucket: I64) -> I64:
+    """Bucket b of token t as cell b·4 + (t mod 4) of the laned tally."""
+    laned = bucket * _LANES
+    whole = laned.size - laned.size % _LANES
+    laned[:whole].reshape(-1, _LANES)[:] += np.arange(_LANES)
+    laned[whole:] += np.arange(laned.size - whole)
+    return laned
+
+
 class _TokenBuckets:
     """Σ1, Σℓ, Σ|ℓ|, Σℓ², Σk3 and max |ℓ| of valid tokens, per bucket."""
 
@@ -67,11 +83,14 @@ class _TokenBuckets:
         """Fold values into their buckets: one entry per token (``tokens`` None: each counts 1),
         or one per run of tokens (``tokens``: the run's valid tokens, values its sums and max)."""
         n = self.size
-        self.sums["tokens"] += np.bincount(bucket, weights=tokens, minlength=n)
-        for name, values in zip(
-            ("sum", "abs_sum", "sq_sum", "k3_sum"), token_values[:4], strict=True
-        ):
-            self.sums[name] += np.bincount(bucket, weights=values, minlength=n)
+        if tokens is None:  # per token: consecutive tokens share a bucket, so count in lanes
+            laned, lanes = _lanes(bucket), _LANES
+        else:
+            laned, lanes = bucket, 1
+        for name, values in zip(_TOKEN_SUMS, (tokens, *token_values[:4]), strict=True):
+            counted = np.bincount(laned, weights=values, minlength=n * lanes)
+            with np.errstate(over="ignore", invalid="ignore"):  # ±inf, as one tally would give
+                self.sums[name] += counted.reshape(n, lanes).sum(axis=1)
         # a value raises its bucket's maximum only above it: after the first batches, a few
         # (|ℓ| is finite at valid tokens, the reader sees to it)
         top = token_values[4]
