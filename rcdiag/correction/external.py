@@ -161,10 +161,10 @@ class Weights:
         any (read from each row's extremes, once per ratio and batch)."""
         if self.ratio.row_level:
             return False
-        raw = ratio_tokens(view, self.ratio)
-        low = self.bound == "clip" and not (view.valid_min(raw) >= self.lo).all()
-        high = self.bound != "none" and not (view.valid_max(raw) <= self.hi).all()
-        return not (low or high) and all(band.holds_every_token(view) for band in self.zero)
+        bounds: tuple[Band, ...] = ()  # the bound as a band (truncation leaves R ≥ 0 as it is)
+        if self.bound != "none":
+            bounds = (Band(self.ratio, self.lo if self.bound == "clip" else 0.0, self.hi),)
+        return all(band.holds_every_token(view) for band in (*bounds, *self.zero))
 
     def applied(self, view: TokenView) -> F64:
         """W on every valid token, 0 elsewhere."""

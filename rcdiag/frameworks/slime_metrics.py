@@ -128,13 +128,13 @@ class SlimeTisLogged(Component):
     kinds: ClassVar[dict[str, Kind]] = dict.fromkeys(names, "sum")
 
     def row_stats(self, view: TokenView) -> RowStats:
-        ratio, applied = rho(view), self.weights.applied(view)
+        ratio = rho(view)
         # |ρ − 1|, shared by both of slime's modes
         deviation = view.memo(("rho_deviation",), lambda: view.valid(np.abs(ratio - 1.0)))
         means = _sample_means(view, {"tis": ratio, "tis_abs": deviation})
         if self.weights.ratio == Ratio("token") and self.weights.keeps_every_ratio(view):
             return {**means, "tis_clipfrac": np.zeros(view.batch.rows)}  # W = ρ everywhere
-        return {**means, "tis_clipfrac": _flag_share(view, applied != ratio)}
+        return {**means, "tis_clipfrac": _flag_share(view, self.weights.applied(view) != ratio)}
 
     def metrics(self, get: Getter) -> Metrics:
         rows = get("rows")
