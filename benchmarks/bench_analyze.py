@@ -10,7 +10,8 @@ runs, each in a fresh subprocess so peak memory is measured per run:
   steadier floor (the whole-file read varies with its system time);
 * ``analyze``     — ``rcdiag analyze DIR --json …`` on the whole dump;
 * ``API``         — ``rcdiag.analyze(DIR)`` and its JSON document from Python (target ≤ 1.1× the
-  command line);
+  command line); ``API baseline`` the same for ``rcdiag.baseline(DIR)``, whose bootstrap makes
+  matrix products (numpy's BLAS on one thread during the pass, as on the command line);
 * ``analyze½``    — the same on half of the steps, to show memory does not grow with the dump;
 * ``compare``     — ``rcdiag compare-presets DIR`` with every preset of the latest dialect (one pass);
 * ``compare trl,slime`` — the same with TRL's and slime's correction modes beside them
@@ -28,12 +29,13 @@ runs, each in a fresh subprocess so peak memory is measured per run:
 
 rcdiag's modules are compiled to bytecode first, as an install does.
 A round runs the commands in turn: ``--repeat`` rounds of every command, then ``--pairs`` rounds
-of the commands whose ratios have targets (``analyze`` and the streaming read, the API, the
-20-row pair, ``compare``, ``report``). A ratio is taken within each round, where the two commands
-ran moments apart (a machine whose speed drifts slows both alike), and judged by its median over
-the rounds; each command's seconds in the table are its best. Prints the table (wall times, each
-command's ratio to the whole-file read, the streaming read and ``analyze``, peak RSS, the targets
-with the median, range and CPU median of their paired ratios) and the summary ratios. Usage:
+of the commands whose ratios have targets (``analyze`` and the streaming read, the API calls and
+the commands they match, the 20-row pair, ``compare``, ``report``). A ratio is taken within each
+round, where the two commands ran moments apart (a machine whose speed drifts slows both alike),
+and judged by its median over the rounds; each command's seconds in the table are its best.
+Prints the table (wall times, each command's ratio to the whole-file read, the streaming read and
+``analyze``, peak RSS, the targets with the median, range and CPU median of their paired ratios)
+and the summary ratios. Usage:
 
     python benchmarks/bench_analyze.py [--tokens 50_000_000] [--steps 50] [--repeat 2] [--pairs 4]
 """
@@ -71,7 +73,7 @@ for path in sorted(root.rglob("*.parquet")) if root.is_dir() else [root]:
 """
 API_SCRIPT = """
 import json, sys, rcdiag
-json.dumps(rcdiag.analyze(sys.argv[1]).to_json())
+json.dumps(rcdiag.{}(sys.argv[1]).to_json())
 """
 
 
@@ -188,7 +190,7 @@ def main() -> None:
         "read": [sys.executable, "-c", READ_SCRIPT, str(dump)],
         "stream": [sys.executable, "-c", STREAM_SCRIPT, str(dump)],
         "analyze": [*rcdiag, "analyze", str(dump), "--quiet", "--json", str(out_json)],
-        "API": [sys.executable, "-c", API_SCRIPT, str(dump)],
+        "API": [sys.executable, "-c", API_SCRIPT.format("analyze"), str(dump)],
         "analyze_half": [*rcdiag, "analyze", *half, "--quiet"],
         "compare": [*rcdiag, "compare-presets", str(dump), "--quiet"],
         "compare trl,slime": [
@@ -201,6 +203,7 @@ def main() -> None:
         ],
         "report": [*rcdiag, "report", str(dump), "--quiet", "-o", str(out / "report.html")],
         "baseline": [*rcdiag, "baseline", str(dump), "--quiet", "-o", str(baseline)],
+        "API baseline": [sys.executable, "-c", API_SCRIPT.format("baseline"), str(dump)],
         "check": [*rcdiag, "check", str(dump), "--quiet", "--baseline", str(baseline)],
         "read 20 rows": [sys.executable, "-c", READ_SCRIPT, tiny],
         "analyze 20 rows": [*rcdiag, "analyze", tiny, "--quiet", "--json", str(out / "t.json")],
@@ -245,6 +248,7 @@ def main() -> None:
 TARGETS = {
     "analyze": ("stream", 1.5),
     "API": ("analyze", 1.1),
+    "API baseline": ("baseline", 1.1),
     "compare": ("analyze", 2.0),
     "compare trl,slime": ("compare", 2.0),
     "report": ("analyze", 2.5),
@@ -321,7 +325,10 @@ def report(results: dict[str, Measured], rounds: list[dict[str, Measured]], toke
         f"analyze × whole-file read: {pair('analyze', 'read')}; "
         f"× streaming read: {pair('analyze', 'stream')}"
     )
-    print(f"API × command line: {pair('API', 'analyze')}")
+    print(
+        f"API × command line: analyze {pair('API', 'analyze')}, "
+        f"baseline {pair('API baseline', 'baseline')}"
+    )
     print(f"20-row analyze × its read (fixed cost): {pair('analyze 20 rows', 'read 20 rows')}")
     print(
         f"compare × analyze: {pair('compare', 'analyze')}; "

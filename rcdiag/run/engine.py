@@ -6,6 +6,7 @@ from __future__ import annotations
 from rcdiag.io.prefetch import prefetch
 from rcdiag.io.reader import BATCH_TOKENS, DumpReader
 from rcdiag.run.allocator import reused_memory
+from rcdiag.run.blas import one_blas_thread
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 from rcdiag.run.workers import consumer_threads, feed
@@ -50,9 +51,10 @@ def run(dump: DumpSpec, request: Request | None = None, progress: Progress | Non
     if dump.cache is not None:
         from rcdiag.run.cache import run_cached
 
-        with reused_memory():
+        with reused_memory(), one_blas_thread():
             return run_cached(dump, request, dump.cache, progress)
-    with reused_memory():  # freed batches reused, in the API and Ray tasks too (allocator.py)
+    # freed batches reused and BLAS on one thread, in the API and Ray tasks too (allocator.py, blas.py)
+    with reused_memory(), one_blas_thread():
         threads = consumer_threads(request.analysis_only)
         parts = [Consumers.for_request(request) for _ in range(threads)]
         row_details = request.profile_top_k is not None

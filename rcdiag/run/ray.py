@@ -26,6 +26,7 @@ from typing import Any
 from rcdiag.errors import InputError, UsageError
 from rcdiag.io.prefetch import prefetch
 from rcdiag.run.allocator import reused_memory
+from rcdiag.run.blas import one_blas_thread
 from rcdiag.run.consumers import Consumers, Pass, Request
 from rcdiag.run.dump import DumpSpec, Progress
 
@@ -54,7 +55,7 @@ def file_pass(dump: DumpSpec, request: Request, path: str, stream_offset: int) -
     _maybe_die_for_a_test()
     consumers = Consumers.for_request(request)
     reader = dump.reader(consumers.profile is not None, [path], stream_offset)
-    with reused_memory():
+    with reused_memory(), one_blas_thread():
         for batch in prefetch(reader.batches()):
             consumers.update(batch)
     return FilePass(
