@@ -8,19 +8,33 @@ import math
 import numpy as np
 import pytest
 
+from rcdiag.metrics.analysis import OffPolicyAnalysis
 from rcdiag.metrics.bins import (
     LOG2_BUCKETS,
+    MAGNITUDE_EDGES,
     ROLLOUT_PROB_EDGES,
     SIGNED_LOG_EDGES,
     log2_bucket_label,
     position_runs,
     rollout_prob_bucket,
     signed_log_bin,
-    signed_log_histogram,
 )
 from rcdiag.metrics.offpolicy import row_statistics
 from rcdiag.metrics.profile import MismatchProfile
 from rcdiag.metrics.ragged import RaggedBatch
+from rcdiag.metrics.sketch import QuantileSketch
+
+MAGNITUDES = [10.0 ** (k / 8) for k in range(-40, 33)]
+"""The nominal bin magnitudes, before the code puts them on the sketch's grid."""
+
+
+def reference_bin(x: float) -> int:
+    """The bin by its definition: 73 ± (how many edge magnitudes are ≤ |x|); NaN in the last."""
+    edges = MAGNITUDE_EDGES.tolist()
+    if math.isnan(x):
+        return 2 * len(edges)
+    below = sum(1 for m in edges if m <= abs(x))
+    return len(edges) - below if x < 0 else len(edges) + below
 
 
 def make_rows(seed: int, rows: int = 60) -> list[dict]:
@@ -62,8 +76,7 @@ def to_batch(rows: list[dict], start: int = 0, ids: bool = False) -> RaggedBatch
 
 def reference(rows: list[dict], top_k: int) -> dict:
     """Loops over rows and tokens, one value at a time."""
-    edges = SIGNED_LOG_EDGES.tolist()
-    bins = len(edges) + 1
+    bins = SIGNED_LOG_EDGES.size + 1
     token_hist, seq_hist, mean_hist = [0] * bins, [0] * bins, [0] * bins
     prob: dict[int, list[float]] = {}
     position: dict[int, list[float]] = {}
@@ -75,7 +88,7 @@ def reference(rows: list[dict], top_k: int) -> dict:
             if not valid:
                 continue
             ell = float(r["old"][t] - r["rollout"][t])
-            token_hist[bisect.bisect_right(edges, ell)] += 1
+            token_hist[reference_bin(ell)] += 1
             p = math.exp(r["rollout"][t])
             prob.setdefault(bisect.bisect_right(ROLLOUT_PROB_EDGES, p), []).append(ell)
             position.setdefault(min(int(math.log2(t + 1)), LOG2_BUCKETS - 1), []).append(ell)
@@ -85,8 +98,8 @@ def reference(rows: list[dict], top_k: int) -> dict:
                 worst, worst_at = abs(ell), t
         if n == 0:
             continue
-        seq_hist[bisect.bisect_right(edges, total)] += 1
-        mean_hist[bisect.bisect_right(edges, total / n)] += 1
+        seq_hist[reference_bin(total)] += 1
+        mean_hist[reference_bin(total / n)] += 1
         length.setdefault(min(int(math.log2(n)), LOG2_BUCKETS - 1), []).append((n, total))
         records.append((index, r["step"], abs(total), worst, worst_at + 1, n, total))
     by_sum = sorted(records, key=lambda x: (-x[2], x[0]))[:top_k]
@@ -260,30 +273,86 @@ def test_docstring_examples() -> None:
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_bins_equal_a_binary_search_on_and_next_to_every_edge() -> None:
-    edges = SIGNED_LOG_EDGES
-    rng = np.random.default_rng(3)
-    values = np.concatenate(
+def test_edges_are_the_nominal_magnitudes_on_the_sketch_grid() -> None:
+    grid = QuantileSketch()
+    assert grid.mantissa_bits == 7
+    for edge, nominal in zip(MAGNITUDE_EDGES.tolist(), MAGNITUDES, strict=True):
+        assert abs(edge / nominal - 1) <= 2.0**-8  # the nearest grid point
+        # an edge is where a sketch bucket begins: the float just below it is in another bucket
+        keys = grid._bucket_keys(np.array([edge, np.nextafter(edge, 0.0), -edge]))
+        assert keys[0] != keys[1]
+        assert grid.least_magnitudes(keys[[0, 2]]).tolist() == [edge, -edge]
+    assert (
+        SIGNED_LOG_EDGES.tolist() == [-m for m in MAGNITUDE_EDGES[::-1]] + MAGNITUDE_EDGES.tolist()
+    )
+    assert MAGNITUDE_EDGES[[0, 40, 48, 56, 64]].tolist()[1:] == [1.0, 10.0, 100.0, 1000.0]
+
+
+def edge_values(rng: np.random.Generator) -> np.ndarray:
+    """Every edge of either sign, the floats next to each, zeros, subnormals and the extremes,
+    and values of every magnitude."""
+    edges = np.concatenate([MAGNITUDE_EDGES, -MAGNITUDE_EDGES])
+    return np.concatenate(
         [
             edges,
             np.nextafter(edges, np.inf),
             np.nextafter(edges, -np.inf),
-            [0.0, -0.0, np.inf, -np.inf, 1e300, -1e300, 5e-324, -5e-324],
+            [0.0, -0.0, 1e300, -1e300, 5e-324, -5e-324, 1.7976931348623157e308],
             rng.standard_normal(20_000) * 10 ** rng.uniform(-9, 7, 20_000),
         ]
     )
-    want = [bisect.bisect_right(edges.tolist(), v) for v in values.tolist()]
-    assert signed_log_bin(values).tolist() == want
-    assert signed_log_bin(np.array([np.nan])).tolist() == [edges.size]
 
+
+def test_bins_follow_their_definition_on_and_next_to_every_edge() -> None:
+    rng = np.random.default_rng(3)
+    values = edge_values(rng)
+    special = np.array([np.inf, -np.inf, np.nan])
+    for sample in (values, special):
+        want = [reference_bin(v) for v in sample.tolist()]
+        assert signed_log_bin(sample).tolist() == want
     # any float64 at all: random bit patterns (subnormals, huge values, ±inf, NaNs of every payload)
     bits = rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False)
     anything = bits.view(np.float64)
-    assert (signed_log_bin(anything) == np.searchsorted(edges, anything, side="right")).all()
-    for sample in (values, anything):
-        histogram = np.bincount(signed_log_bin(sample), minlength=edges.size + 1)
-        assert signed_log_histogram(sample).tolist() == histogram.tolist()
+    with np.errstate(invalid="ignore"):
+        below = (MAGNITUDE_EDGES[None, :] <= np.abs(anything)[:, None]).sum(axis=1)
+        want_any = np.where(np.isnan(anything), 146, np.where(anything < 0, 73 - below, 73 + below))
+    assert (signed_log_bin(anything) == want_any).all()
 
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_token_histogram_read_off_the_sketch_is_exact(shared: bool) -> None:
+    """ℓ exactly on, just above and just below every edge, of either sign (rollout 0, so
+    ℓ = old), in batches: the histogram equals binning every value."""
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2**64, 50_000, dtype=np.uint64, endpoint=False).view(np.float64)
+    values = np.concatenate([edge_values(rng), bits[np.isfinite(bits)]])
+    rng.shuffle(values)
+    analysis = OffPolicyAnalysis()
+    profile = MismatchProfile(top_k=0, log_ratios=analysis.sketch if shared else None)
+    for part in np.array_split(values, 7):
+        batch = RaggedBatch(
+            rollout=np.zeros(part.size),
+            old=part,
+            mask=np.ones(part.size, dtype=bool),
+            offsets=np.array([0, part.size // 2, part.size]),
+            steps=np.array([0, 1]),
+        )
+        if shared:
+            analysis.update(batch)
+        profile.update(batch)
+    want = np.bincount([reference_bin(v) for v in values.tolist()], minlength=147)
+    assert profile.result()["token_log_ratio"]["counts"] == want.tolist()
+
+
+def test_a_coarser_sketch_is_refused() -> None:
+    with pytest.raises(ValueError, match="mantissa bits"):
+        MismatchProfile(log_ratios=QuantileSketch(mantissa_bits=5))
+
+
+def test_rollout_prob_buckets_follow_their_edges() -> None:
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False)
+    anything = bits.view(np.float64)
     log_edges = np.log(np.array(ROLLOUT_PROB_EDGES)).tolist()
     probs = np.concatenate([log_edges, np.nextafter(log_edges, -np.inf), -rng.exponential(3, 5000)])
     want = [bisect.bisect_right(log_edges, v) for v in probs.tolist()]

@@ -1,8 +1,8 @@
 """The fixed bins of the mismatch profile: signed log-spaced bins of ℓ, rollout-probability buckets
-and log₂ position and length buckets (docs/report.md, "Where it lives").
+and log₂ position and length buckets (docs/report.md, "The profile").
 
-Every index is computed arithmetically or with a few comparisons and equals a binary search over
-the edges exactly (tested on and next to every edge).
+Every index is computed arithmetically, with a few comparisons or a binary search, and equals the
+definition exactly (tested on and next to every edge).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numpy.typing import NDArray
 
 from rcdiag.metrics.ragged import F64, I64, Floats
 
@@ -18,14 +17,37 @@ BINS_PER_DECADE = 8
 """Histogram resolution: 8 bins per decade of |x| (each bin spans a factor 10^(1/8) ≈ 1.33)."""
 LOG_MAGNITUDE_RANGE = (-5, 4)
 """Decades of |x| covered by regular bins: 10⁻⁵ … 10⁴."""
+HISTOGRAM_GRID_BITS = 7
+"""Every edge magnitude lies on the grid 2ᵉ(1 + j/2⁷): the grid of the analysis's ℓ sketch
+(:class:`~rcdiag.metrics.sketch.QuantileSketch`), whose buckets therefore each lie inside one bin,
+so that the histogram of ℓ is read off the sketch's counts exactly (no pass over the tokens)."""
 
-_MAGNITUDES = 10.0 ** np.linspace(
-    LOG_MAGNITUDE_RANGE[0],
-    LOG_MAGNITUDE_RANGE[1],
-    (LOG_MAGNITUDE_RANGE[1] - LOG_MAGNITUDE_RANGE[0]) * BINS_PER_DECADE + 1,
+
+def _on_grid(magnitudes: F64) -> F64:
+    """Each magnitude rounded to the nearest point of the :data:`HISTOGRAM_GRID_BITS` grid (a
+    relative change below 2⁻⁸ ≈ 0.4 %: 10⁻⁵ becomes 1.0014e-5, 10⁻³ 9.995e-4; 1, 10, 100 and 1000
+    lie on it already)."""
+    mantissa, exponent = np.frexp(magnitudes)  # x = m·2ᵉ with m in [0.5, 1)
+    steps = float(1 << (HISTOGRAM_GRID_BITS + 1))
+    return np.ldexp(np.round(mantissa * steps) / steps, exponent)
+
+
+MAGNITUDE_EDGES: F64 = _on_grid(
+    10.0
+    ** np.linspace(
+        LOG_MAGNITUDE_RANGE[0],
+        LOG_MAGNITUDE_RANGE[1],
+        (LOG_MAGNITUDE_RANGE[1] - LOG_MAGNITUDE_RANGE[0]) * BINS_PER_DECADE + 1,
+    )
 )
-SIGNED_LOG_EDGES: F64 = np.concatenate([-_MAGNITUDES[::-1], _MAGNITUDES])
-"""Increasing bin edges e_0 < … < e_145; bin j holds e_(j−1) ≤ x < e_j (bin 0: x < e_0, last: x ≥ e_145)."""
+"""Increasing magnitudes m_0 < … < m_72: 10^(k/8) for k = −40 … 32, each on the sketch's grid."""
+SIGNED_LOG_EDGES: F64 = np.concatenate([-MAGNITUDE_EDGES[::-1], MAGNITUDE_EDGES])
+"""The 146 bin boundaries −m_72 < … < −m_0 < m_0 < … < m_72, as documents list them. Bins are by
+magnitude on each side of 0 (:func:`signed_log_bin`): the central bin holds |x| < m_0; the bin
+beside it on the positive side m_0 ≤ x < m_1, on the negative side m_0 ≤ −x < m_1; the outer bins
+|x| ≥ m_72."""
+CENTRAL_BIN = MAGNITUDE_EDGES.size
+"""Index of the central bin (|x| < m_0); 147 bins in all, 0 … 146."""
 
 ROLLOUT_PROB_EDGES: tuple[float, ...] = (1e-4, 1e-3, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999)
 """Rollout-probability buckets: [0, 1e-4), [1e-4, 1e-3), …, [0.999, 1]."""
@@ -75,71 +97,20 @@ def position_runs(offsets: I64) -> tuple[I64, I64]:
     return np.repeat(offsets[:-1], runs) + (1 << bucket) - 1, bucket
 
 
-_KEY_SHIFT = 45
-"""A value's bin key is its float64 bit pattern shifted right by this: sign, exponent and the top 7
-mantissa bits, so each key holds the values of one sign within a relative width of 2⁻⁷ (0.8 %),
-far narrower than a bin (a factor 10^(1/8) ≈ 1.33)."""
-
-
-@functools.cache
-def _key_bins() -> tuple[NDArray[np.int16], NDArray[np.bool_]]:
-    """For every key (2¹⁹): the bin of all its values, and whether that is not one bin (an edge
-    lies among its values, or it holds ±inf or NaN): those values are binned one by one."""
-    keys = np.arange(1 << (64 - _KEY_SHIFT), dtype=np.uint64)
-    first = (keys << np.uint64(_KEY_SHIFT)).view(np.float64)  # the key's smallest magnitude
-    last = ((keys << np.uint64(_KEY_SHIFT)) | np.uint64((1 << _KEY_SHIFT) - 1)).view(np.float64)
-    with np.errstate(invalid="ignore"):
-        low = np.searchsorted(SIGNED_LOG_EDGES, first, side="right")
-        high = np.searchsorted(SIGNED_LOG_EDGES, last, side="right")
-        special = ~np.isfinite(first) | ~np.isfinite(last)
-    return low.astype(np.int16), (low != high) | special
-
-
 def signed_log_bin(values: F64) -> I64:
-    """Index of the :data:`SIGNED_LOG_EDGES` bin of each value (0 … 146): the number of edges ≤ x
-    (NaN: the last bin).
-
-    Read from a table by the top bits of each value (:data:`_KEY_SHIFT`); the few values whose key
-    straddles an edge (or holds ±inf, NaN) are placed by a binary search. So every value lands
-    exactly where a binary search would put it, in a few passes and without a logarithm.
+    """Index of the :data:`SIGNED_LOG_EDGES` bin of each value (0 … 146): with k the number of
+    magnitudes m_i ≤ |x|, bin :data:`CENTRAL_BIN` + k for x ≥ 0 and :data:`CENTRAL_BIN` − k for
+    x < 0 (NaN: the last bin). A binary search per value: used on per-row values; the histogram of
+    token ℓ is read off the sketch's counts (:mod:`rcdiag.metrics.profile`).
 
     Example:
         >>> signed_log_bin(np.array([-1e9, -1.0, 0.0, 1.0, 1e9])).tolist()
-        [0, 33, 73, 114, 146]
+        [0, 32, 73, 114, 146]
     """
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    bins, straddles = _key_bins()
-    keys = values.view(np.uint64) >> np.uint64(_KEY_SHIFT)
-    index = bins.take(keys).astype(np.int64)
-    exact = np.flatnonzero(straddles.take(keys))
-    if exact.size:
-        index[exact] = np.searchsorted(SIGNED_LOG_EDGES, values[exact], side="right")
-    return index
-
-
-def signed_log_histogram(values: F64) -> I64:
-    """How many values fall in each :data:`SIGNED_LOG_EDGES` bin: ``np.bincount`` of
-    :func:`signed_log_bin`, counted key by key first (one count per distinct key, binned once),
-    so that only the values of the few keys that straddle an edge are binned one by one.
-
-    Example:
-        >>> signed_log_histogram(np.array([-1.0, 0.0, 0.0, 1e9]))[[33, 73, 146]].tolist()
-        [1, 2, 1]
-    """
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    bins, straddles = _key_bins()
-    keys = (values.view(np.uint64) >> np.uint64(_KEY_SHIFT)).view(np.int64)
-    per_key = np.bincount(keys, minlength=bins.size)
-    present = np.flatnonzero(per_key)
-    plain = present[~straddles[present]]
-    size = SIGNED_LOG_EDGES.size + 1
-    counts = np.bincount(bins[plain], weights=per_key[plain], minlength=size).astype(np.int64)
-    if plain.size < present.size:  # some values sit in a key an edge cuts
-        exact = values[straddles.take(keys)]
-        counts += np.bincount(
-            np.searchsorted(SIGNED_LOG_EDGES, exact, side="right"), minlength=size
-        )
-    return counts
+    values = np.asarray(values, dtype=np.float64)
+    below = np.searchsorted(MAGNITUDE_EDGES, np.abs(values), side="right")  # NaN: after every edge
+    with np.errstate(invalid="ignore"):
+        return np.where(values < 0, CENTRAL_BIN - below, CENTRAL_BIN + below)
 
 
 def log2_bucket(counts: I64 | F64) -> I64:

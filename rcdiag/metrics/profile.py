@@ -7,10 +7,13 @@ per row i with n_i ≥ 1 valid tokens S_i = Σ_valid ℓ and the geometric-mean 
 What is collected (every figure exact, not sampled):
 
 * **Histograms** of ℓ over valid tokens and of S_i and m_i over rows with a valid token, on one fixed
-  set of *signed log-spaced* bins: magnitudes 10⁻⁵ … 10⁴ with :data:`BINS_PER_DECADE` bins per
-  decade on each side of 0, a central bin [−10⁻⁵, 10⁻⁵), and one overflow bin at each end
-  (x < −10⁴, x ≥ 10⁴). So tiny bf16 noise (|ℓ| ≈ 10⁻³) and catastrophic tokens (ℓ ≈ −15) are both
-  resolved, and histograms of different batches add up.
+  set of *signed log-spaced* bins (:func:`~rcdiag.metrics.bins.signed_log_bin`): magnitudes
+  10⁻⁵ … 10⁴ with 8 bins per decade on each side of 0, a central bin |x| < 10⁻⁵ and one overflow
+  bin at each end (|x| ≥ 10⁴), each edge on the ℓ sketch's grid. So tiny bf16 noise (|ℓ| ≈ 10⁻³)
+  and catastrophic tokens (ℓ ≈ −15) are both resolved, and histograms of different batches add
+  up. The histogram of token ℓ is read off the analysis's ℓ sketch
+  (:class:`~rcdiag.metrics.sketch.QuantileSketch`), which counts every valid ℓ in buckets of a
+  relative width 2⁻⁷ that each lie inside one bin: exact, with no pass of its own over the tokens.
 * **Buckets** of valid tokens by rollout probability p = exp(log π_rollout) (fixed edges
   :data:`ROLLOUT_PROB_EDGES`), by position t in the response (t = 1, 2–3, 4–7, …: ⌊log₂ t⌋), and of
   rows by response length n_i (same log₂ buckets). Each bucket keeps Σ1, Σℓ, Σ|ℓ|, Σℓ², Σk3 with
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from rcdiag.metrics.bins import (
+    HISTOGRAM_GRID_BITS,
     LOG2_BUCKETS,
     ROLLOUT_PROB_EDGES,
     SIGNED_LOG_EDGES,
@@ -42,10 +46,10 @@ from rcdiag.metrics.bins import (
     prob_label,
     rollout_prob_bucket,
     signed_log_bin,
-    signed_log_histogram,
 )
 from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
+from rcdiag.metrics.sketch import QuantileSketch
 from rcdiag.metrics.token_sums import token_pieces
 
 DEFAULT_TOP_K = 20
@@ -131,6 +135,8 @@ class MismatchProfile:
 
     Args:
         top_k: how many offending sequences to keep per ranking.
+        log_ratios: the analysis's ℓ sketch, fed the same batches (its owner adds them and merges
+            it); None: the profile counts ℓ in a sketch of its own.
 
     Example:
         >>> batch = RaggedBatch(rollout=np.log([0.5, 0.5, 0.9]), old=np.log([0.5, 0.25, 0.9]),
@@ -143,12 +149,17 @@ class MismatchProfile:
         (0, 0, -0.6931)
     """
 
-    def __init__(self, top_k: int = DEFAULT_TOP_K) -> None:
+    def __init__(
+        self, top_k: int = DEFAULT_TOP_K, log_ratios: QuantileSketch | None = None
+    ) -> None:
         if top_k < 0:
             raise ValueError("top_k must be ≥ 0")
+        if log_ratios is not None and log_ratios.mantissa_bits < HISTOGRAM_GRID_BITS:
+            raise ValueError(f"the ℓ sketch needs at least {HISTOGRAM_GRID_BITS} mantissa bits")
         self.top_k = top_k
+        self._owns_sketch = log_ratios is None
+        self.log_ratios = QuantileSketch() if log_ratios is None else log_ratios
         bins = SIGNED_LOG_EDGES.size + 1
-        self.token_histogram = np.zeros(bins, dtype=np.int64)
         self.seq_sum_histogram = np.zeros(bins, dtype=np.int64)
         self.seq_mean_histogram = np.zeros(bins, dtype=np.int64)
         self.by_rollout_prob = _TokenBuckets(len(ROLLOUT_PROB_EDGES) + 1)
@@ -202,16 +213,18 @@ class MismatchProfile:
 
         bucket = log2_bucket(length)
         sums = self.length_sums
-        for name, values in (
-            ("rows", np.ones(s.size)),
-            ("tokens", length),
-            ("sum", s),
-            ("abs_sum", row_abs_sum[nonempty]),
-            ("k3_sum", row_k3[nonempty]),
-            ("abs_seq_sum", np.abs(s)),
-        ):
-            sums[name] += np.bincount(bucket, weights=values, minlength=LOG2_BUCKETS)
-        np.maximum.at(self.length_abs_seq_max, bucket, np.abs(s))
+        # sums past the float64 range (|ℓ| near 1e308) are ±inf, or NaN, as one tally would give
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, values in (
+                ("rows", np.ones(s.size)),
+                ("tokens", length),
+                ("sum", s),
+                ("abs_sum", row_abs_sum[nonempty]),
+                ("k3_sum", row_k3[nonempty]),
+                ("abs_seq_sum", np.abs(s)),
+            ):
+                sums[name] += np.bincount(bucket, weights=values, minlength=LOG2_BUCKETS)
+            np.maximum.at(self.length_abs_seq_max, bucket, np.abs(s))
 
         if self.top_k:
             self._offer("by_abs_sum", batch, np.abs(seq_sum), nonempty, full)
@@ -236,7 +249,8 @@ class MismatchProfile:
             per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
             rollout = rollout[mask]
         self.valid_tokens += int(per_token[0].size)
-        self.token_histogram += signed_log_histogram(per_token[0])
+        if self._owns_sketch and per_token[0].size:
+            self.log_ratios.add(None, per_token[0], [0])
         self.by_rollout_prob.add(rollout_prob_bucket(rollout), None, per_token)
         ends = np.append(starts[1:], batch.offsets[-1])
         first = int(np.searchsorted(ends, low, side="right"))  # the runs inside low:high
@@ -331,8 +345,10 @@ class MismatchProfile:
         dump), as one profile fed both would."""
         if other.top_k != self.top_k:
             raise ValueError("cannot merge profiles with different top_k")
-        for name in ("token_histogram", "seq_sum_histogram", "seq_mean_histogram"):
+        for name in ("seq_sum_histogram", "seq_mean_histogram"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        if self._owns_sketch:  # a shared sketch is merged by its owner (the analysis)
+            self.log_ratios.merge(other.log_ratios)
         for mine, theirs in (
             (self.by_rollout_prob, other.by_rollout_prob),
             (self.by_position, other.by_position),
@@ -351,6 +367,14 @@ class MismatchProfile:
             merged.sort(key=lambda r: (-r["score"], r["stream_row"]))
             self._top[ranking] = merged[: self.top_k]
 
+    def token_histogram(self) -> I64:
+        """Valid tokens per :data:`SIGNED_LOG_EDGES` bin, from the sketch's counts: all the values
+        of a bucket lie in the bin of its least magnitude (:data:`HISTOGRAM_GRID_BITS`)."""
+        buckets, counts = self.log_ratios.pooled_buckets()
+        bins = signed_log_bin(self.log_ratios.least_magnitudes(buckets))
+        size = SIGNED_LOG_EDGES.size + 1
+        return np.bincount(bins, weights=counts, minlength=size).astype(np.int64)  # exact < 2⁵³
+
     def result(self) -> dict[str, Any]:
         """The JSON-ready ``profile`` object of the report document (module docstring)."""
 
@@ -362,7 +386,7 @@ class MismatchProfile:
 
         return {
             "histogram_edges": SIGNED_LOG_EDGES.tolist(),
-            "token_log_ratio": histogram(self.token_histogram),
+            "token_log_ratio": histogram(self.token_histogram()),
             "seq_sum_log_ratio": histogram(self.seq_sum_histogram),
             "seq_mean_log_ratio": histogram(self.seq_mean_histogram),
             "by_rollout_prob": self.by_rollout_prob.rows(prob_label),

@@ -132,6 +132,30 @@ class QuantileSketch:
         flip >>= self._shift
         return flip
 
+    @property
+    def mantissa_bits(self) -> int:
+        """The resolution m: a bucket spans a relative width of 2⁻ᵐ."""
+        return 52 - self._shift
+
+    def least_magnitudes(self, buckets: I64) -> F64:
+        """The value of least magnitude in each bucket (a member of it: ±0 for the buckets next
+        to 0, ±inf for the infinities' buckets)."""
+        low = buckets << self._shift
+        negative = buckets >> 63  # all ones for the buckets of negative values, else 0
+        low |= negative & (
+            (1 << self._shift) - 1
+        )  # flipped back below, so the magnitude's bits are 0
+        low ^= negative & _MAGNITUDE_BITS
+        return low.view(np.float64)
+
+    def pooled_buckets(self) -> tuple[I64, I64]:
+        """Every occupied bucket of all groups together, ascending, and the values it counts."""
+        _, bucket, count = self._compact()
+        if count.size == 0:
+            return bucket, count
+        _, bucket, count = _tally(np.zeros_like(bucket), bucket, count)
+        return bucket, count
+
     def _representatives(self, buckets: I64) -> F64:
         """The midpoint of each bucket's magnitudes (within relative_error of every member); 0 for
         the buckets holding zero or straddling it. Written so that it cannot overflow next to the
@@ -221,10 +245,9 @@ class QuantileSketch:
 
     def pooled_quantiles(self, qs: Sequence[float]) -> F64:
         """Approximate x₍⌊q(n−1)⌋₎ of all groups together for each q (NaN when empty)."""
-        _, bucket, count = self._compact()
+        bucket, count = self.pooled_buckets()
         if count.size == 0:
             return np.full(len(qs), np.nan)
-        _, bucket, count = _tally(np.zeros_like(bucket), bucket, count)
         return self._read(bucket, count, np.zeros(1, dtype=np.int64), qs)[0]
 
     def quantile(self, key: int, q: float) -> float:

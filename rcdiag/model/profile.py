@@ -18,7 +18,8 @@ class Histogram(JsonRecord):
     """One histogram on the profile's ``histogram_edges``.
 
     Attributes:
-        counts: values per bin (one more bin than edges: bin j holds e_(j−1) ≤ x < e_j).
+        counts: values per bin (one more bin than edges; by magnitude on each side of 0:
+            docs/report.md, "The profile").
         total: their sum.
     """
 

@@ -5,7 +5,7 @@ statistics, the ℓ sketch, the diagnosis evidence), and as requested the preset
 metrics per configuration, sweep points for their summary only), the mismatch profile and the
 Poisson bootstrap. What the consumers share is computed once per batch: the masked log ratio (cached
 on the batch) and the per-row statistics (the analysis's, handed to the bootstrap and used as the
-comparison's base).
+comparison's base); the analysis's ℓ sketch also gives the profile its histogram of token ℓ.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Consumers:
         if top_k is not None:
             from rcdiag.metrics.profile import MismatchProfile
 
-            profile = MismatchProfile(top_k)
+            profile = MismatchProfile(top_k, log_ratios=analysis.sketch)
         boot = None
         if request.bootstrap is not None:
             from rcdiag.metrics.bootstrap import PoissonBootstrap
