@@ -14,6 +14,7 @@ from rcdiag.metrics.bins import (
     MAGNITUDE_EDGES,
     ROLLOUT_PROB_EDGES,
     SIGNED_LOG_EDGES,
+    laned_rollout_prob_bucket,
     log2_bucket_label,
     position_runs,
     rollout_prob_bucket,
@@ -377,6 +378,29 @@ def test_rollout_prob_buckets_follow_their_edges() -> None:
             ]
         )
         assert (rollout_prob_bucket(narrow) == rollout_prob_bucket(narrow.astype(np.float64))).all()
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 4, 5, 8, 11, 1000, 4099])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_laned_buckets_and_their_token_counts(size: int, dtype: type) -> None:
+    rng = np.random.default_rng(size)
+    log_edges = np.log(np.array(ROLLOUT_PROB_EDGES))
+    pool = np.concatenate([log_edges, np.nextafter(log_edges, -np.inf), -rng.exponential(3, size)])
+    values = rng.choice(pool, size).astype(dtype)
+    want = [bisect.bisect_right(log_edges.tolist(), float(v)) for v in values.tolist()]
+    for lanes in (1, 4):
+        cells, tokens = laned_rollout_prob_bucket(values, lanes)
+        assert (cells // lanes).tolist() == want
+        lane = cells % lanes
+        # a run of four consecutive tokens takes four lanes, the same lanes in every run
+        assert all(
+            len(set(lane[i : i + lanes].tolist())) == min(lanes, size - i)
+            for i in range(0, size, lanes)
+        )
+        assert (lane[lanes:] == lane[:-lanes]).all() if size > lanes else True
+        assert tokens.tolist() == np.bincount(want, minlength=11).tolist()
+    with pytest.raises(ValueError, match="lanes"):
+        laned_rollout_prob_bucket(values, 2)
 
 
 @pytest.mark.parametrize("lengths", [[5, 0, 2], [0, 0], [1], [1 << 21, 3], [0, 17, 0, 64, 1]])
