@@ -119,3 +119,14 @@ def test_numpy_openblas_is_found_and_set(real_openblas: blas._ThreadCount) -> No
         assert real_openblas.get() == 1
         assert float(np.ones((64, 64)) @ np.ones(64) @ np.ones(64)) == 64.0 * 64
     assert real_openblas.get() == 2
+
+
+def test_openblas_is_found_in_the_process_maps_too(
+    real_openblas: blas._ThreadCount, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """numpy built against a system OpenBLAS ships none beside it: the library is then found
+    among the ones mapped into the process."""
+    shipped = [Path(p).name for p in blas._loaded_openblas()]
+    monkeypatch.setattr(np, "__file__", str(tmp_path / "numpy" / "__init__.py"))
+    mapped = [Path(p).name for p in blas._loaded_openblas()]
+    assert set(shipped) <= set(mapped) and mapped

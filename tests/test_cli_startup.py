@@ -26,24 +26,30 @@ def test_help_does_not_import_heavy_libraries() -> None:
     assert loaded == "", f"imported at start-up: {loaded}"
 
 
-def test_a_quiet_analyze_prints_without_rich(tmp_path: Path) -> None:
-    """``analyze --quiet`` prints nothing, so it never imports rich (~30 ms of a start-up), nor
-    numpy's masked arrays (~12 ms); its JSON is written all the same."""
-    out = tmp_path / "a.json"
+@pytest.mark.parametrize(
+    ("command", "output"), [("analyze", ["--json", "a.json"]), ("report", ["-o", "r.html"])]
+)
+def test_a_quiet_run_prints_without_rich(command: str, output: list[str], tmp_path: Path) -> None:
+    """``analyze --quiet`` and ``report --quiet`` print nothing, so they never import rich (~30 ms
+    of a start-up), nor numpy's masked arrays (~12 ms); their files are written all the same."""
+    written = tmp_path / output[1]
     code = (
-        "import sys, runpy; sys.argv = ['rcdiag', 'analyze', sys.argv[1], '--quiet', '--json', "
-        "sys.argv[2]]\ntry:\n    runpy.run_module('rcdiag.cli', run_name='__main__')\n"
+        f"import sys, runpy; sys.argv = ['rcdiag', {command!r}, sys.argv[1], '--quiet', "
+        f"{output[0]!r}, sys.argv[2]]\ntry:\n    runpy.run_module('rcdiag.cli', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
         "print(','.join(m for m in sys.modules if m.split('.')[0] == 'rich' or m == 'numpy.ma'))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "sample_data" / "drift"), str(out)],
+        [sys.executable, "-c", code, str(ROOT / "sample_data" / "drift"), str(written)],
         check=True,
         capture_output=True,
         text=True,
     )
     assert done.stdout.strip() == "", f"imported: {done.stdout.strip()[:200]}"
-    assert json.loads(out.read_text())["source"]["valid_tokens"] > 0
+    if command == "analyze":
+        assert json.loads(written.read_text())["source"]["valid_tokens"] > 0
+    else:
+        assert written.read_text().startswith("<!DOCTYPE html>")
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from rcdiag.commands._terminal import CHI2_METRICS, chi2_note
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.metrics.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES
+from rcdiag.metrics.distributions import quantiles
 from rcdiag.model import Baseline, Diagnosis
 
 
@@ -143,8 +144,8 @@ def show(made: Baseline) -> None:
         if reps is not None and reps.size:
             values = reps[np.isfinite(reps)]
             if values.size:
-                lo, hi = np.quantile(values, [0.025, 0.975])
-                interval = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
+                lo, hi = quantiles(values, [0.025, 0.975])
+                interval = f"[{fmt(lo)}, {fmt(hi)}]"
         table.add_row(name, fmt(made.overall[name]), interval)
     stdout.print(table)
     chi2_note(made.overall.get(name) for name in CHI2_METRICS if name in BASELINE_DIRECTIONS)

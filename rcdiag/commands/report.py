@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from rcdiag import api
 from rcdiag.commands._common import (
@@ -25,7 +24,6 @@ from rcdiag.commands._common import (
     write_output,
     wrote,
 )
-from rcdiag.commands._layout import paragraph
 from rcdiag.commands._report_document import (
     FromOption,
     OptionalPaths,
@@ -115,6 +113,10 @@ def report(
         logged = trackers.publish(document)
     if quiet:
         return
+    from rich.text import Text  # a quiet report prints nothing: no rich (~30 ms of a start-up)
+
+    from rcdiag.commands._layout import paragraph
+
     stdout.print(Text(printable(headline(document))))
     use = advice(document)
     if use is not None:

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from rcdiag.metrics.distributions import quantiles
 from rcdiag.metrics.offpolicy import (
     DEFAULT_VETO_THRESHOLD,
     ROW_STATISTICS,
@@ -230,5 +231,5 @@ def difference_interval(
     diff = diff[np.isfinite(diff)]
     if diff.size < 10:
         return None
-    low, high = np.quantile(diff, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return float(low), float(high)
+    low, high = quantiles(diff, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return low, high

@@ -1,5 +1,6 @@
 """Student's t tail probability without scipy, which the growth test (:mod:`rcdiag.metrics.growth`)
-reads its p-values from, and the median that the diagnosis reads over steps."""
+reads its p-values from, and the median and quantiles read over steps and bootstrap replicates
+(numpy's own import its masked arrays)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,33 @@ def median(values: Sequence[float] | np.ndarray) -> float:
     if ordered.size % 2:
         return float(ordered[middle])
     return float((ordered[middle - 1] + ordered[middle]) / 2.0)
+
+
+def quantiles(values: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
+    """numpy's default (``linear``) quantiles: for each q in [0, 1], the sorted values x₍₀₎ … x₍ₙ₋₁₎
+    interpolated at h = (n − 1)·q, x₍⌊h⌋₎ + (h − ⌊h⌋)·(x₍⌊h⌋₊₁₎ − x₍⌊h⌋₎) (from the upper value when
+    h − ⌊h⌋ ≥ ½, as numpy does); NaN when a value is NaN. ``np.quantile`` imports numpy's masked
+    arrays (~12 ms of a start-up).
+
+    Example:
+        >>> quantiles([4.0, 1.0, 3.0, 2.0], [0.0, 0.5, 0.75, 1.0])
+        [1.0, 2.5, 3.25, 4.0]
+    """
+    ordered = np.sort(np.asarray(values, dtype=np.float64).reshape(-1))  # NaN sorts last
+    if ordered.size == 0:
+        raise ValueError("quantiles of no values")
+    if np.isnan(ordered[-1]):
+        return [math.nan] * len(qs)
+    out = []
+    for q in qs:
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile {q} outside [0, 1]")
+        h = (ordered.size - 1) * q
+        low = math.floor(h)
+        fraction = h - low
+        a, b = float(ordered[low]), float(ordered[min(low + 1, ordered.size - 1)])
+        out.append(a + (b - a) * fraction if fraction < 0.5 else b - (b - a) * (1.0 - fraction))
+    return out
 
 
 def student_t_sf(t: float, dof: int) -> float:

@@ -25,6 +25,7 @@ import numpy as np
 
 from rcdiag.assess.references import Reference, references, shading
 from rcdiag.formatting import count, short
+from rcdiag.metrics.distributions import quantiles
 from rcdiag.metrics.ragged import F64, I64
 from rcdiag.metrics.records import (
     ABS_LOG_RATIO_MEAN,
@@ -104,7 +105,7 @@ def _far(ref: Reference, low: float, high: float) -> bool:
 
 def _spike_cut(values: F64, low: float, refs: Sequence[float]) -> float | None:
     """The top of a linear axis that a few spikes would otherwise flatten, or None."""
-    typical = max([float(np.percentile(values, 95)), *refs])
+    typical = max([*quantiles(values, [0.95]), *refs])
     high = float(values.max())
     if typical <= low or high - low <= SPIKE_RATIO * (typical - low):
         return None

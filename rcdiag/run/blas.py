@@ -46,16 +46,10 @@ _before = 0
 @functools.cache
 def _openblas() -> _ThreadCount | None:
     """OpenBLAS's thread-count getter and setter, when OpenBLAS is loaded in this process."""
-    try:
-        lines = Path("/proc/self/maps").read_text().splitlines()
-    except OSError:
-        return None
-    loaded = sorted({line.split()[-1] for line in lines if "openblas" in line.lower()})
-    no_load = getattr(os, "RTLD_NOLOAD", 0)  # only a library already loaded
-    for path in loaded:
+    for path in _loaded_openblas():
         try:
-            library = ctypes.CDLL(path, mode=no_load | os.RTLD_LOCAL)
-        except OSError:
+            library = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | os.RTLD_LOCAL)
+        except OSError:  # not loaded (RTLD_NOLOAD loads nothing new)
             continue
         for prefix in _PREFIXES:
             for suffix in _SUFFIXES:
@@ -66,6 +60,23 @@ def _openblas() -> _ThreadCount | None:
                     put.argtypes, put.restype = [ctypes.c_int], None
                     return _ThreadCount(get, put)
     return None
+
+
+def _loaded_openblas() -> list[str]:
+    """Paths of the OpenBLAS libraries numpy may have loaded: those its wheels ship beside it
+    (a directory listing), else every OpenBLAS mapped into this process (``/proc/self/maps``,
+    ~10 ms to read in a process of many libraries)."""
+    import numpy
+
+    shipped = Path(numpy.__file__).parent.parent / "numpy.libs"
+    beside = sorted(str(p) for p in shipped.glob("*openblas*")) if shipped.is_dir() else []
+    if beside:
+        return beside
+    try:
+        lines = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted({line.split()[-1] for line in lines if "openblas" in line.lower()})
 
 
 @contextmanager
