@@ -399,6 +399,12 @@ def test_laned_buckets_and_their_token_counts(size: int, dtype: type) -> None:
         )
         assert (lane[lanes:] == lane[:-lanes]).all() if size > lanes else True
         assert tokens.tolist() == np.bincount(want, minlength=11).tolist()
+        flags = rng.random(size) < 0.5
+        split, split_tokens = laned_rollout_prob_bucket(values, lanes, flags)
+        assert (split // lanes).tolist() == [
+            2 * b + f for b, f in zip(want, flags.tolist(), strict=True)
+        ]
+        assert (split % lanes == lane).all() and (split_tokens == tokens).all()
     with pytest.raises(ValueError, match="lanes"):
         laned_rollout_prob_bucket(values, 2)
 

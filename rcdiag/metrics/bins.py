@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from rcdiag.metrics.ragged import F64, I64, Floats
+from rcdiag.metrics.ragged import F64, I64, Bool, Floats
 
 BINS_PER_DECADE = 8
 """Histogram resolution: 8 bins per decade of |x| (each bin spans a factor 10^(1/8) ≈ 1.33)."""
@@ -68,10 +68,13 @@ def rollout_prob_bucket(rollout_log_probs: Floats) -> I64:
     return laned_rollout_prob_bucket(rollout_log_probs, 1)[0]
 
 
-def laned_rollout_prob_bucket(rollout_log_probs: Floats, lanes: int) -> tuple[I64, I64]:
+def laned_rollout_prob_bucket(
+    rollout_log_probs: Floats, lanes: int, halves: Bool | None = None
+) -> tuple[I64, I64]:
     """Each token's :data:`ROLLOUT_PROB_EDGES` bucket b (the number of edges p with log p ≤ x), as
     the cell b·lanes + (its lane) of a tally kept in ``lanes`` (1 or 4) interleaved lanes: with 4,
-    consecutive tokens 4i … 4i + 3 take the four lanes. Also the tokens in each bucket, from the
+    consecutive tokens 4i … 4i + 3 take the four lanes. ``halves``: a flag per token that splits
+    each bucket in two, cell (2b + flag)·lanes + lane. Also the tokens in each bucket, from the
     counts of tokens at or above each edge that the same ten comparisons give. Counted in bytes
     (an eighth of the memory traffic of 64-bit counts), laned four bytes at a time, widened once.
 
@@ -95,9 +98,12 @@ def laned_rollout_prob_bucket(rollout_log_probs: Floats, lanes: int) -> tuple[I6
         at_least.append(int(np.count_nonzero(above)))
         counted += above
     at_least.append(0)
+    if halves is not None:
+        counted <<= np.uint8(1)
+        counted |= halves.view(np.uint8)
     if lanes == 4:
         words = bucket.view(np.uint32)
-        words <<= np.uint32(2)  # every byte b ≤ 10 becomes 4b ≤ 40: no bit leaves its byte
+        words <<= np.uint32(2)  # every byte ≤ 21 becomes 4 times it, < 2⁷: no bit leaves its byte
         words |= np.uint32(0x03020100)  # byte k of each word (in either byte order) gets a lane
     tokens: I64 = np.subtract(at_least[:-1], at_least[1:], dtype=np.int64)
     return counted.astype(np.int64), tokens

@@ -75,11 +75,19 @@ class _TokenBuckets:
         self.abs_max = np.zeros(size)
 
     def add_tokens(self, cells: I64, lanes: int, tokens: I64, token_values: _TokenValues) -> None:
-        """Fold tokens into their buckets: token j goes to bucket ``cells[j] // lanes`` (a tally in
-        ``lanes`` interleaved lanes, :data:`_LANES`); ``tokens``: the tokens per bucket."""
+        """Fold tokens into their buckets: token j with ℓ_j ≥ 0 goes to cell 2b·lanes + lane of a
+        tally in ``lanes`` interleaved lanes (:data:`_LANES`), one with ℓ_j < 0 to cell
+        (2b + 1)·lanes + lane (:func:`~rcdiag.metrics.bins.laned_rollout_prob_bucket`);
+        ``tokens``: the tokens per bucket. Σ|ℓ| over each half gives both Σ|ℓ| and Σℓ (the
+        positive half less the negative one: no sum of ℓ of its own)."""
         self.sums["tokens"] += tokens
-        self._fold(cells, lanes, zip(_TOKEN_SUMS[1:], token_values[:4], strict=True))
-        self._raise_maxima(cells, lanes, token_values[4])
+        halves = np.bincount(cells, weights=token_values[1], minlength=self.size * 2 * lanes)
+        with np.errstate(over="ignore", invalid="ignore"):  # ±inf, as one tally would give
+            positive, negative = halves.reshape(self.size, 2, lanes).sum(axis=2).T
+            self.sums["sum"] += positive - negative
+            self.sums["abs_sum"] += positive + negative
+        self._fold(cells, 2 * lanes, zip(_TOKEN_SUMS[3:], token_values[2:4], strict=True))
+        self._raise_maxima(cells, 2 * lanes, token_values[4])
 
     def add_runs(self, bucket: I64, tokens: F64, run_values: _TokenValues) -> None:
         """Fold runs of tokens into their buckets: ``tokens``, each run's valid tokens; the values,
@@ -245,12 +253,13 @@ class MismatchProfile:
         per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
         rollout = batch.rollout[low:high]  # as read: its buckets are exact in any float type
         if not batch.all_valid:
-            per_token = tuple(v[mask] for v in per_token)  # type: ignore[assignment]
+            valid = [v[mask] for v in per_token[:4]]
+            per_token = (*valid, valid[1])  # type: ignore[assignment]
             rollout = rollout[mask]
         self.valid_tokens += int(per_token[0].size)
         if self._owns_sketch and per_token[0].size:
             self.log_ratios.add(None, per_token[0], [0])
-        cells, tokens = laned_rollout_prob_bucket(rollout, _LANES)
+        cells, tokens = laned_rollout_prob_bucket(rollout, _LANES, per_token[0] < 0)
         self.by_rollout_prob.add_tokens(cells, _LANES, tokens, per_token)
         ends = np.append(starts[1:], batch.offsets[-1])
         first = int(np.searchsorted(ends, low, side="right"))  # the runs inside low:high
