@@ -171,6 +171,8 @@ class Weights:
 
         def compute() -> F64:
             raw = ratio_tokens(view, self.ratio)
+            if self.keeps_every_ratio(view):  # W = R: the same array (its sums are shared)
+                return raw
             out = self.bounded(raw)
             if self.bound == "clip" and self.lo > 0:
                 out = view.valid(out)  # the clip lifted invalid positions to lo
@@ -253,17 +255,22 @@ Rule = Band | Veto | OutlierRows | MeanExpAbsRows | TokenRule | RowRule
 
 
 def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
-    """Per position: every rule keeps it (True at invalid positions); None without rules."""
+    """Per position: every rule keeps it (True at invalid positions); None when no rule can drop
+    a token of the batch (no rules, or bands that every valid token lies in: read from each
+    row's extremes, without a pass over the tokens)."""
     if not rules:
         return None
 
-    def compute() -> Bool:
-        keep = np.ones(view.mask.size, dtype=bool)
+    def compute() -> Bool | None:
+        keep = None
         for rule in rules:
+            if isinstance(rule, Band) and rule.holds_every_token(view):
+                continue
             if isinstance(rule, Band | TokenRule):
-                keep &= rule.inside(view)
+                kept = rule.inside(view)
             else:
-                keep &= view.or_invalid(view.broadcast(rule.keep_rows(view)))
+                kept = view.or_invalid(view.broadcast(rule.keep_rows(view)))
+            keep = kept if keep is None else keep & kept
         return keep
 
     return view.memo(("ext_keep", rules), compute)
@@ -353,18 +360,25 @@ class ExternalOutcome(Component):
                 "kept_applied_max": np.where(kept > 0, 1.0, -np.inf),
             }
 
-        def sums() -> dict[str, F64]:
-            raw = ratio_tokens(view, weights.ratio)
-            applied = weights.applied(view)
+        raw = ratio_tokens(view, weights.ratio)
+        applied = weights.applied(view)
+
+        def sums() -> tuple[object, dict[str, F64]]:
             with np.errstate(over="ignore", invalid="ignore"):
-                return {
-                    "kept_raw": view.run_sum(raw, kept_float),
-                    "kept_applied": view.run_sum(applied, kept_float),
+                raw_sum = view.run_sum(raw, kept_float)
+                return (raw, applied, kept_float), {
+                    "kept_raw": raw_sum,
+                    "kept_applied": raw_sum
+                    if applied is raw
+                    else view.run_sum(applied, kept_float),
                     "kept_applied_sq": view.run_sum(view.squares(applied), kept_float),
                     "kept_applied_max": view.run_max(applied, kept_float),
                 }
 
-        return view.memo(("ext_kept_sums", weights, self.plan.rules), sums)
+        # keyed by the arrays (held by the entry): modes whose weights are the ratio itself, and
+        # that drop no token of the batch, share one set of sums
+        arrays = (id(raw), id(applied), None if kept_float is None else id(kept_float))
+        return view.memo(("ext_kept_sums", *arrays), sums)[1]
 
     def normalisation(self, get: Getter) -> float:
         """slime's batch normalisation μ (1.0 when off or μ ≤ 1e-8): the pooled mean of W over
