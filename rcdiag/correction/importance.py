@@ -103,14 +103,26 @@ class Importance(Component):
         return RowWeights(raw, applied)
 
     def _weights(self, view: TokenView) -> Weights:
+        """W is R itself (the same array, so that every sum, extreme and square of it is shared)
+        when the batch has no valid R that W would change: read from each row's extremes of R,
+        which the metrics read anyway (R > hi truncated; with IcePop, R outside [lo, hi])."""
         plan = self.plan
         row = None if plan.level == "token" else view.seq_sum
         raw = self.raw(view)
-        if plan.icepop:
+        if self._changes_none(view, raw):
+            applied = raw
+        elif plan.icepop:
             applied = np.where((raw >= plan.lo) & (raw <= plan.hi), raw, 0.0)
         else:
             applied = np.minimum(raw, plan.hi)
         return Weights(raw, applied, row)
+
+    def _changes_none(self, view: TokenView, raw: F64) -> bool:
+        """Whether every valid R lies in [0, hi] (IcePop: in [lo, hi]); invalid positions hold 0,
+        which both W keep. (A NaN extreme fails the test.)"""
+        if self.plan.level != "token" or not (view.valid_max(raw) <= self.plan.hi).all():
+            return False
+        return not self.plan.icepop or bool((view.valid_min(raw) >= self.plan.lo).all())
 
     def row_stats(self, view: TokenView) -> RowStats:
         if self.plan.level != "token":
@@ -118,8 +130,14 @@ class Importance(Component):
         plan, w = self.plan, self.weights(view)
         legacy = self.dialect == "legacy"
         measured = w.raw if legacy else w.applied
-        # latest: W already lies in [0, hi] (0 at invalid positions), so clip(W, 0, hi) is W
-        band = view.valid(np.clip(w.raw, plan.lo, plan.hi)) if legacy else w.applied
+        # latest: W already lies in [0, hi] (0 at invalid positions), so clip(W, 0, hi) is W;
+        # legacy: clip(R, lo, hi) is R when every valid R lies in [lo, hi]
+        band = w.applied
+        if legacy:
+            inside = (view.valid_min(w.raw) >= plan.lo).all() and (
+                view.valid_max(w.raw) <= plan.hi
+            ).all()
+            band = w.raw if inside else view.valid(np.clip(w.raw, plan.lo, plan.hi))
         stats = weight_row_stats(view, w.raw, measured, band, w.row_log_ratio, plan.lo, plan.hi)
         # R < lo and R > hi never hold together (lo ≤ hi): out of the band is low plus high
         low, high = stats["low"], stats["high"]
