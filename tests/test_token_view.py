@@ -132,3 +132,31 @@ def test_bounded_counts_equal_the_direct_counts(bound: float, holes: bool) -> No
     )
     np.testing.assert_array_equal(view.count_above(values, bound), view.count(values > bound))
     np.testing.assert_array_equal(view.count_below(values, bound), view.count(values < bound))
+
+
+@pytest.mark.parametrize("holes", [False, True])
+def test_k2_row_maxima_from_the_analysis_equal_the_token_maxima(holes: bool) -> None:
+    """max ½ℓ² per row read off the analysis's largest |ℓ| is the very number the token array
+    gives: ℓ of either sign, zeros, subnormals, values near the clamp, masked holes, empty rows."""
+    from rcdiag.correction.rejection import divergence, divergence_row_max
+    from rcdiag.metrics.offpolicy import row_statistics
+
+    rng = np.random.default_rng(7)
+    rows = [30, 0, 1, 50, 7, 0, 12]
+    offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    ell = rng.normal(0, 1, offsets[-1]) * 10 ** rng.uniform(-320, 1.2, offsets[-1])
+    ell[[0, 3, 40]] = [-19.99, 0.0, -5e-324]
+    mask = rng.random(ell.size) > 0.3 if holes else np.ones(ell.size, bool)
+    batch = RaggedBatch(
+        rollout=np.zeros(ell.size),
+        old=ell,
+        mask=mask,
+        offsets=offsets,
+        steps=np.zeros(len(rows), dtype=np.int64),
+    )
+    shared = TokenView(batch, row_statistics(batch, batch.log_ratio, 1e-4))
+    alone = TokenView(batch)
+    from_rows = divergence_row_max(shared, "k2")
+    from_tokens = alone.valid_max(divergence(alone, "k2"))
+    assert "divergence" not in {key[0] for key in shared._memo}  # no token array was made
+    assert from_rows.tolist() == from_tokens.tolist()

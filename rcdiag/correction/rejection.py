@@ -65,6 +65,18 @@ def divergence_row_sum(view: TokenView, name: str) -> F64:
     return view.row_sum(divergence(view, name))
 
 
+def divergence_row_max(view: TokenView, name: str) -> F64:
+    """max_valid of :func:`divergence` per row (−inf for a row without valid tokens). For k2 when
+    nothing was clamped, ½·m·m of the analysis's largest |ℓ| per row m, without a token array:
+    x ↦ (½x)·x rounds the same for ±x and never decreases as |x| grows, so the largest ½ℓ² is
+    that of the largest |ℓ| (the very same number)."""
+    ell = view.clamped
+    if name == "k2" and ell is view.log_ratio and "abs_log_ratio_max" in view.row_sums:
+        largest = view.row_sums["abs_log_ratio_max"]
+        return np.where(view.nonempty, 0.5 * largest * largest, -np.inf)
+    return view.valid_max(divergence(view, name))
+
+
 @dataclass(frozen=True)
 class Judged:
     """What one rejection rule decided on a batch: per position (token rules), or per row (row
@@ -134,7 +146,7 @@ class Rejection(Component):
         elif aggregation == "mean":
             row = divergence_row_sum(view, name) / count_divisor(view.n)
         else:
-            row = np.where(view.nonempty, view.valid_max(divergence(view, name)), 0.0)
+            row = np.where(view.nonempty, divergence_row_max(view, name), 0.0)
         return Judged(
             row_statistic=row, row_keep=accepted(row), lengths=view.lengths, mask=view.mask
         )
