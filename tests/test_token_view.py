@@ -46,6 +46,37 @@ def test_capped_equals_the_direct_sums(cap: float) -> None:
         assert got[name][0] == pytest.approx(value, rel=1e-13), name
 
 
+@pytest.mark.parametrize("holes", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("cap", [CAP_FLOOR, 2.0])
+def test_capped_with_no_weight_above_the_floor(holes: float, cap: float) -> None:
+    """Every weight ≤ the floor (the usual batch): the sums come from the weights as they are,
+    the largest from the rows' maxima, with the invalid positions' 0 when there are any."""
+    rng = np.random.default_rng(2)
+    rows = [40, 0, 25, 60]
+    offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    mask = rng.random(offsets[-1]) >= holes
+    ell = rng.normal(0, 0.01, offsets[-1])
+    view = TokenView(
+        RaggedBatch(
+            rollout=-ell,
+            old=np.zeros(ell.size),
+            mask=mask,
+            offsets=offsets,
+            steps=np.zeros(len(rows), dtype=np.int64),
+        )
+    )
+    weights = np.where(mask, np.minimum(np.exp(ell), CAP_FLOOR), 0.0)
+    got = view.capped(weights, cap)
+    expected = {
+        "kept_raw": weights.sum(),
+        "kept_applied": weights.sum(),
+        "kept_applied_sq": (weights * weights).sum(),
+        "kept_applied_max": weights.max(),
+    }
+    for name, value in expected.items():
+        assert got[name][0] == pytest.approx(value, rel=1e-13), name
+
+
 def test_capped_without_tokens_has_no_maximum() -> None:
     view = view_of([0], [0], np.random.default_rng(0))
     got = view.capped(np.zeros(0), 2.0)

@@ -242,6 +242,13 @@ class TokenView:
             raise ValueError("capped() needs a batch of one run and a cap ≥ CAP_FLOOR")
 
         def split() -> tuple[F64, tuple[float, float, float, F64]]:
+            maxima = self.valid_max(values)  # each row's, once per array (the metrics read them)
+            if (maxima <= CAP_FLOOR).all():  # nothing above the floor: no tail, no copy
+                top = float(maxima.max(initial=-np.inf))
+                if not self.batch.all_valid and values.size:
+                    top = max(top, 0.0)  # the invalid positions' 0
+                tail = values[:0]
+                return values, (float(values.sum()), float(np.dot(values, values)), top, tail)
             high = values > CAP_FLOOR
             tail = values[high]
             low = np.where(high, 0.0, values)
