@@ -11,8 +11,10 @@ import reference_framework_modes as modes_ref
 import reference_frameworks as ref
 from test_frameworks import assert_nested, close, make_steps, ragged, tokens_of
 
+from rcdiag.correction import modes as modes_module
 from rcdiag.correction.compare import NamedConfig, PresetComparison
 from rcdiag.correction.external import keep_mask
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks import areal_modes, open_instruct, openrlhf, prime_rl, skyrl_modes
 from rcdiag.frameworks import nemo_rl_modes as nemo_modes
@@ -221,3 +223,52 @@ def test_openrlhf_divergence_gates(name: str) -> None:
     assert set(logged) == set(want_metrics)
     for metric, value in want_metrics.items():
         close(logged[metric], value, metric)
+
+
+def _row_level_plans() -> list[ModePlan]:
+    """Every framework mode that is one value per row, and sequence- and geometric-level
+    weights renormalised over the batch (token and sequence means), with and without rules."""
+    from rcdiag.correction.external import Band, Ratio, Veto, Weights
+    from rcdiag.frameworks import FRAMEWORKS
+
+    plans = [
+        p.plan
+        for f in FRAMEWORKS.values()
+        for p in f.presets
+        if isinstance(p.plan, ModePlan) and modes_module._row_level(p.plan)
+    ]
+    for level in ("sequence", "geometric"):
+        ratio = Ratio(level, 20.0)  # type: ignore[arg-type]
+        weights = Weights(ratio, "clip", 0.5, 2.0, zero=(Band(ratio, 0.1, 50.0),))
+        for normalize in ("token", "sequence"):
+            plans.append(ModePlan("test", weights, (), normalize))  # type: ignore[arg-type]
+            plans.append(ModePlan("test", weights, (Veto(1e-4), Band(ratio, 0.2, 5.0)), normalize))  # type: ignore[arg-type]
+    return plans
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_row_level_modes_sum_per_row_as_over_tokens(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row-level mode's statistics from one value per row equal those over its token arrays
+    (holes, empty rows, |ℓ| up to 30, several steps in a batch)."""
+    plans = _row_level_plans()
+    assert len(plans) > 8
+    dump = make_steps(seed, steps=3)
+    tagged = [(s, r) for s, rows in dump.items() for r in rows]
+    batch = ragged([r for _, r in tagged], [s for s, _ in tagged])
+    for plan in plans:
+        outcome = plan.outcome()
+        per_row = TokenView(batch)
+        got = {**outcome.row_stats(per_row), **outcome.run_stats(per_row)}
+        with monkeypatch.context() as patched:
+            patched.setattr(modes_module, "_row_level", lambda plan: False)
+            tokens = TokenView(batch)
+            want = {**outcome.row_stats(tokens), **outcome.run_stats(tokens)}
+        assert got.keys() == want.keys()
+        for name, values in want.items():
+            kept_any = got["kept_raw"] if name == "kept_applied_max" else None
+            for k, (g, w) in enumerate(zip(got[name].tolist(), values.tolist(), strict=True)):
+                if kept_any is not None and want["kept_applied"][k] == 0:
+                    continue  # no kept token: the largest is never read
+                close(g, w, f"{plan} {name}[{k}]")

@@ -16,9 +16,9 @@ import numpy as np
 from rcdiag.correction.columns import Columns, GetterMapping, Partial, as_column, stack_columns
 from rcdiag.correction.config import CorrectionPlan
 from rcdiag.correction.engine import Component, Getter, Metrics
-from rcdiag.correction.external import ExternalOutcome, ExternalPlan
 from rcdiag.correction.figures import kept_figures
 from rcdiag.correction.importance import BatchNormalisation, Importance
+from rcdiag.correction.modes import ExternalOutcome, ExternalPlan
 from rcdiag.correction.outcome import Outcome, plan_components
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import GroupedStats, GroupIndex, Moments, add_all

@@ -1,16 +1,13 @@
-"""Other frameworks' correction modes, dry-run beside verl's (docs/frameworks.md, "Corrections").
+"""The parts of other frameworks' correction modes (docs/frameworks.md, "Corrections").
 
-A framework mode is a :class:`ModePlan`: how the framework turns the log ratio ℓ into IS weights
-(:class:`Weights`), which tokens or rows it drops from the loss mask (:class:`Band`, :class:`Veto`,
-:class:`OutlierRows`, :class:`MeanExpAbsRows`) and whether it renormalises the weights over the
-batch. Everything is computed on the shared :class:`~rcdiag.correction.view.TokenView` of a batch,
-memoised by the part it depends on: two modes with the same weights (or the same weights as a verl
-preset: a clamped token ratio is verl's ``raw_weights``) share one pass over the tokens.
-
-The summary figures (:data:`~rcdiag.correction.figures.SUMMARY_FIGURES`) come from
-:class:`ExternalOutcome`, with the same statistics as verl's
-:class:`~rcdiag.correction.outcome.Outcome`; each framework adds a component for the metrics it logs
-(:meth:`ExternalPlan.components`).
+A framework mode (:class:`~rcdiag.correction.modes.ModePlan`) is made of: how the framework turns
+the log ratio ℓ into IS weights (:class:`Ratio`, :class:`Weights`), which tokens or rows it drops
+from the loss mask (:class:`Band`, :class:`Veto`, :class:`OutlierRows`, :class:`MeanExpAbsRows`,
+or a framework's own :class:`TokenRule`, :class:`RowRule`) and whether it renormalises the
+weights over the batch. Everything is computed on the shared
+:class:`~rcdiag.correction.view.TokenView` of a batch, memoised by the part it depends on: two
+modes with the same weights (or the same weights as a verl preset: a clamped token ratio is
+verl's ``raw_weights``) share one pass over the tokens.
 """
 
 from __future__ import annotations
@@ -18,14 +15,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 
-from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.importance import raw_weights
 from rcdiag.correction.view import TokenView
-from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.ragged import F64, Bool
 
 Level = Literal["token", "sequence", "geometric"]
@@ -274,122 +269,3 @@ def keep_mask(view: TokenView, rules: tuple[Rule, ...]) -> Bool | None:
         return keep
 
     return view.memo(("ext_keep", rules), compute)
-
-
-class ExternalPlan(ABC):
-    """What a framework's correction mode computes; frozen and hashable like a verl plan."""
-
-    framework: str
-
-    @abstractmethod
-    def outcome(self) -> ExternalOutcome:
-        """The component behind the summary figures."""
-
-    def components(self) -> tuple[Component, ...]:
-        """The components whose metrics the framework logs for this mode, then the outcome."""
-        return (self.outcome(),)
-
-
-@dataclass(frozen=True)
-class ModePlan(ExternalPlan):
-    """A correction mode: weights (None: no IS), rejection rules, batch normalisation."""
-
-    framework: str
-    weights: Weights | None
-    rules: tuple[Rule, ...] = ()
-    normalize: Literal["token", "sequence"] | None = None
-
-    def outcome(self) -> ExternalOutcome:
-        return ExternalOutcome(self)
-
-
-def _kept_float(view: TokenView, plan: ModePlan) -> F64 | None:
-    keep = keep_mask(view, plan.rules)
-    if keep is None:
-        return None
-    return view.memo(("ext_kept_float", plan.rules), lambda: (keep & view.mask).astype(np.float64))
-
-
-@dataclass(frozen=True)
-class ExternalOutcome(Component):
-    """The statistics of a mode's summary figures: rejection, kept weights, normalisation."""
-
-    plan: ModePlan
-
-    kinds: ClassVar[dict[str, Kind]] = {
-        "rejected": "sum",
-        "rejected_rows": "sum",
-        "fully_rejected_rows": "sum",
-        "kept": "sum",
-        "norm_token_sum": "sum",
-        "norm_row_mean": "sum",
-    }
-    run_kinds: ClassVar[dict[str, Kind]] = {
-        "kept_raw": "sum",
-        "kept_applied": "sum",
-        "kept_applied_sq": "sum",
-        "kept_applied_max": "max",
-    }
-
-    def row_stats(self, view: TokenView) -> RowStats:
-        kept_float = _kept_float(view, self.plan)
-        kept = view.n if kept_float is None else view.row_sum(kept_float)
-        rejected = view.n - kept
-        stats: RowStats = {
-            "rejected": rejected,
-            "rejected_rows": (rejected > 0).astype(np.float64),
-            "fully_rejected_rows": ((rejected == view.n) & view.nonempty).astype(np.float64),
-            "kept": kept,
-        }
-        weights = self.plan.weights
-        if self.plan.normalize is not None and weights is not None:
-            applied = weights.applied(view)
-            stats["norm_token_sum"] = view.row_sum(applied)
-            stats["norm_row_mean"] = view.row_mean(applied)
-        return stats
-
-    def run_stats(self, view: TokenView) -> dict[str, F64]:
-        weights = self.plan.weights
-        kept_float = _kept_float(view, self.plan)
-        if weights is None:
-            kept = view.run_sum(view.mask_weights if kept_float is None else kept_float)
-            return {
-                "kept_raw": kept,
-                "kept_applied": kept,
-                "kept_applied_sq": kept,
-                "kept_applied_max": np.where(kept > 0, 1.0, -np.inf),
-            }
-
-        raw = ratio_tokens(view, weights.ratio)
-        applied = weights.applied(view)
-
-        def sums() -> tuple[object, dict[str, F64]]:
-            with np.errstate(over="ignore", invalid="ignore"):
-                raw_sum = view.run_sum(raw, kept_float)
-                return (raw, applied, kept_float), {
-                    "kept_raw": raw_sum,
-                    "kept_applied": raw_sum
-                    if applied is raw
-                    else view.run_sum(applied, kept_float),
-                    "kept_applied_sq": view.run_sum(view.squares(applied), kept_float),
-                    "kept_applied_max": view.run_max(applied, kept_float),
-                }
-
-        # keyed by the arrays (held by the entry): modes whose weights are the ratio itself, and
-        # that drop no token of the batch, share one set of sums
-        arrays = (id(raw), id(applied), None if kept_float is None else id(kept_float))
-        return view.memo(("ext_kept_sums", *arrays), sums)[1]
-
-    def normalisation(self, get: Getter) -> float:
-        """slime's batch normalisation μ (1.0 when off or μ ≤ 1e-8): the pooled mean of W over
-        the valid tokens, or the mean over all rows of each row's mean W."""
-        if self.plan.normalize is None or self.plan.weights is None:
-            return 1.0
-        if self.plan.normalize == "token":
-            mu = get("norm_token_sum") / get("valid_tokens")
-        else:
-            mu = get("norm_row_mean") / get("rows")
-        return mu if mu > 1e-8 else 1.0
-
-    def metrics(self, get: Getter) -> Metrics:
-        return {}

@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
-from rcdiag.correction.external import ModePlan, Ratio, RowRule, TokenRule, Weights, ratio_tokens
+from rcdiag.correction.external import Ratio, RowRule, TokenRule, Weights, ratio_tokens
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Preset, prefixed
 from rcdiag.metrics.grouped import Kind

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from rcdiag.correction.engine import Component
-from rcdiag.correction.external import ExternalPlan, Ratio, ratio_tokens
+from rcdiag.correction.external import Ratio, ratio_tokens
+from rcdiag.correction.modes import ExternalPlan
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.ragged import F64
 

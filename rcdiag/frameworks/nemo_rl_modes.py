@@ -21,12 +21,12 @@ from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import (
     Band,
     MeanExpAbsRows,
-    ModePlan,
     Ratio,
     Weights,
     mean_exp_abs_rows,
     ratio_rows,
 )
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Preset, prefixed, rho
 from rcdiag.metrics.grouped import Kind

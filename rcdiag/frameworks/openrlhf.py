@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
-from rcdiag.correction.external import Band, ModePlan, Ratio, Weights, ratio_rows
+from rcdiag.correction.external import Band, Ratio, Weights, ratio_rows
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed, rho
 from rcdiag.metrics.grouped import Kind

@@ -16,7 +16,8 @@ from typing import ClassVar
 import numpy as np
 
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats, unbiased_std
-from rcdiag.correction.external import ModePlan, Ratio, TokenRule, Weights
+from rcdiag.correction.external import Ratio, TokenRule, Weights
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Framework, Pin, Preset, Source, prefixed
 from rcdiag.metrics.grouped import Kind

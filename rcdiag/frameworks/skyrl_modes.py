@@ -21,7 +21,6 @@ import numpy as np
 from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import (
     Band,
-    ModePlan,
     OutlierRows,
     Ratio,
     Rule,
@@ -29,6 +28,7 @@ from rcdiag.correction.external import (
     ratio_rows,
     ratio_tokens,
 )
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import Preset, prefixed
 from rcdiag.metrics.grouped import Kind

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rcdiag.correction.engine import Component
-from rcdiag.correction.external import Band, ModePlan, Ratio, Weights
+from rcdiag.correction.external import Band, Ratio, Weights
+from rcdiag.correction.modes import ModePlan
 from rcdiag.frameworks.base import Framework, Pin, Preset, Source
 from rcdiag.frameworks.slime_metrics import ID, SlimeAbsDiff, SlimeMisPpl, SlimeTisLogged
 from rcdiag.frameworks.slime_mis import Mis, SlimeMisPlan, mis_plan

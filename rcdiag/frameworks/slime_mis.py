@@ -13,7 +13,6 @@ from rcdiag.correction.engine import Component, Getter, Metrics, RowStats
 from rcdiag.correction.external import (
     Band,
     Level,
-    ModePlan,
     Ratio,
     Rule,
     Veto,
@@ -21,6 +20,7 @@ from rcdiag.correction.external import (
     ratio_rows,
     ratio_tokens,
 )
+from rcdiag.correction.modes import ModePlan
 from rcdiag.correction.view import TokenView
 from rcdiag.frameworks.base import prefixed
 from rcdiag.frameworks.slime_metrics import (

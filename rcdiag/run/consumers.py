@@ -63,7 +63,7 @@ class Request:
             return True
         if not (self.configs or self.summary_only):
             return False
-        from rcdiag.correction.external import ExternalPlan
+        from rcdiag.correction.modes import ExternalPlan
 
         return any(isinstance(c.plan, ExternalPlan) for c in (*self.configs, *self.summary_only))
 
