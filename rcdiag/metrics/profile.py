@@ -30,7 +30,7 @@ Python loops run over bucket tables and the ≤ ``top_k`` candidate rows of a ba
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -47,94 +47,13 @@ from rcdiag.metrics.bins import (
     prob_label,
     signed_log_bin,
 )
+from rcdiag.metrics.buckets import LANES, TOKEN_SUMS, TokenBuckets, TokenValues
 from rcdiag.metrics.offpolicy import DEFAULT_VETO_THRESHOLD, row_statistics
 from rcdiag.metrics.ragged import F64, I64, RaggedBatch
 from rcdiag.metrics.sketch import QuantileSketch
 from rcdiag.metrics.token_sums import token_pieces
 
 DEFAULT_TOP_K = 20
-
-_TOKEN_SUMS = ("tokens", "sum", "abs_sum", "sq_sum", "k3_sum")
-_TokenValues = tuple[F64, F64, F64, F64, F64]
-"""ℓ, |ℓ|, ℓ², k3 and |ℓ| again (for the maximum), per token or summed per run of tokens."""
-
-
-_LANES = 4
-"""Interleaved tallies per bucket for summing over tokens (token t adds to lane t mod 4): an
-increment waits for the previous one to the same cell, and most tokens fall in the bucket of the
-token before them (most rollout probabilities lie in one or two buckets); four lanes keep four
-increments in flight (measured: a bucket holding 90% of the tokens, 3.7 → 1.4 ms per 1M)."""
-
-
-class _TokenBuckets:
-    """Σ1, Σℓ, Σ|ℓ|, Σℓ², Σk3 and max |ℓ| of valid tokens, per bucket."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.sums = {name: np.zeros(size) for name in _TOKEN_SUMS}
-        self.abs_max = np.zeros(size)
-
-    def add_tokens(self, cells: I64, lanes: int, tokens: I64, token_values: _TokenValues) -> None:
-        """Fold tokens into their buckets: token j with ℓ_j ≥ 0 goes to cell 2b·lanes + lane of a
-        tally in ``lanes`` interleaved lanes (:data:`_LANES`), one with ℓ_j < 0 to cell
-        (2b + 1)·lanes + lane (:func:`~rcdiag.metrics.bins.laned_rollout_prob_bucket`);
-        ``tokens``: the tokens per bucket. Σ|ℓ| over each half gives both Σ|ℓ| and Σℓ (the
-        positive half less the negative one: no sum of ℓ of its own)."""
-        self.sums["tokens"] += tokens
-        halves = np.bincount(cells, weights=token_values[1], minlength=self.size * 2 * lanes)
-        with np.errstate(over="ignore", invalid="ignore"):  # ±inf, as one tally would give
-            positive, negative = halves.reshape(self.size, 2, lanes).sum(axis=2).T
-            self.sums["sum"] += positive - negative
-            self.sums["abs_sum"] += positive + negative
-        self._fold(cells, 2 * lanes, zip(_TOKEN_SUMS[3:], token_values[2:4], strict=True))
-        self._raise_maxima(cells, 2 * lanes, token_values[4])
-
-    def add_runs(self, bucket: I64, tokens: F64, run_values: _TokenValues) -> None:
-        """Fold runs of tokens into their buckets: ``tokens``, each run's valid tokens; the values,
-        its sums and its maximum."""
-        self._fold(bucket, 1, zip(_TOKEN_SUMS, (tokens, *run_values[:4]), strict=True))
-        self._raise_maxima(bucket, 1, run_values[4])
-
-    def _fold(self, cells: I64, lanes: int, sums: Iterable[tuple[str, F64]]) -> None:
-        for name, values in sums:
-            counted = np.bincount(cells, weights=values, minlength=self.size * lanes)
-            with np.errstate(over="ignore", invalid="ignore"):  # ±inf, as one tally would give
-                self.sums[name] += counted.reshape(self.size, lanes).sum(axis=1)
-
-    def _raise_maxima(self, cells: I64, lanes: int, top: F64) -> None:
-        """A value raises its bucket's maximum only above it: after the first batches, a few
-        (|ℓ| is finite at valid tokens, the reader sees to it)."""
-        maxima = self.abs_max if lanes == 1 else np.repeat(self.abs_max, lanes)
-        raising = np.flatnonzero(top > maxima.take(cells))
-        np.maximum.at(self.abs_max, cells[raising] // lanes, top[raising])
-
-    def rows(self, label: Any) -> list[dict[str, Any]]:
-        """One dict per non-empty bucket: counts, mean ℓ, mean |ℓ|, std of ℓ, k3 mean, max |ℓ|.
-
-        std = √(max(0, Σℓ²/n − (Σℓ/n)²)), +inf when Σℓ² is (then no finite spread describes ℓ;
-        otherwise (Σℓ/n)² ≤ Σℓ²/n is finite too).
-        """
-        out = []
-        for b in range(self.size):
-            tokens = float(self.sums["tokens"][b])
-            if tokens == 0:
-                continue
-            mean = float(self.sums["sum"][b]) / tokens
-            mean_square = float(self.sums["sq_sum"][b]) / tokens
-            variance = max(0.0, mean_square - mean * mean) if mean_square < np.inf else np.inf
-            out.append(
-                {
-                    "bucket": b,
-                    "label": label(b),
-                    "tokens": int(tokens),
-                    "mean_log_ratio": float(mean),
-                    "mean_abs_log_ratio": float(self.sums["abs_sum"][b] / tokens),
-                    "std_log_ratio": float(np.sqrt(variance)),
-                    "k3": float(self.sums["k3_sum"][b] / tokens),
-                    "max_abs_log_ratio": float(self.abs_max[b]),
-                }
-            )
-        return out
 
 
 class MismatchProfile:
@@ -169,8 +88,8 @@ class MismatchProfile:
         bins = SIGNED_LOG_EDGES.size + 1
         self.seq_sum_histogram = np.zeros(bins, dtype=np.int64)
         self.seq_mean_histogram = np.zeros(bins, dtype=np.int64)
-        self.by_rollout_prob = _TokenBuckets(len(ROLLOUT_PROB_EDGES) + 1)
-        self.by_position = _TokenBuckets(LOG2_BUCKETS)
+        self.by_rollout_prob = TokenBuckets(len(ROLLOUT_PROB_EDGES) + 1)
+        self.by_position = TokenBuckets(LOG2_BUCKETS)
         self.length_sums = {
             name: np.zeros(LOG2_BUCKETS)
             for name in (
@@ -250,7 +169,7 @@ class MismatchProfile:
             k3_full -= full
             squares = full * full  # ℓ² beyond 1.8e308 (|ℓ| > 1.3e154) is +inf, its sum too
         abs_full = np.abs(full)
-        per_token: _TokenValues = (full, abs_full, squares, k3_full, abs_full)
+        per_token: TokenValues = (full, abs_full, squares, k3_full, abs_full)
         rollout = batch.rollout[low:high]  # as read: its buckets are exact in any float type
         if not batch.all_valid:
             valid = [v[mask] for v in per_token[:4]]
@@ -259,8 +178,8 @@ class MismatchProfile:
         self.valid_tokens += int(per_token[0].size)
         if self._owns_sketch and per_token[0].size:
             self.log_ratios.add(None, per_token[0], [0])
-        cells, tokens = laned_rollout_prob_bucket(rollout, _LANES, per_token[0] < 0)
-        self.by_rollout_prob.add_tokens(cells, _LANES, tokens, per_token)
+        cells, tokens = laned_rollout_prob_bucket(rollout, LANES, per_token[0] < 0)
+        self.by_rollout_prob.add_tokens(cells, LANES, tokens, per_token)
         ends = np.append(starts[1:], batch.offsets[-1])
         first = int(np.searchsorted(ends, low, side="right"))  # the runs inside low:high
         last = int(np.searchsorted(starts, high, side="left"))
@@ -362,7 +281,7 @@ class MismatchProfile:
             (self.by_rollout_prob, other.by_rollout_prob),
             (self.by_position, other.by_position),
         ):
-            for name in _TOKEN_SUMS:
+            for name in TOKEN_SUMS:
                 mine.sums[name] += theirs.sums[name]
             np.maximum(mine.abs_max, theirs.abs_max, out=mine.abs_max)
         for name, values in other.length_sums.items():
