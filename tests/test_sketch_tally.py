@@ -116,3 +116,33 @@ def test_a_bound_on_the_values_changes_no_count(values: np.ndarray, slack: float
     bounded.add(slots, values, [4, 9], float(np.abs(values).max()) * slack)
     for mine, theirs in zip(plain._compact(), bounded._compact(), strict=True):
         np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize(("size", "decades"), [(3, 300), (200, 300), (20_000, 300), (150_000, 4)])
+@pytest.mark.parametrize("bounded", [False, True])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_added_tallies_are_the_distinct_buckets_counted_directly(
+    size: int, decades: int, bounded: bool, groups: int
+) -> None:
+    """Whichever way a batch is counted (a dense table of the values' shifted bits, flipped once
+    per bucket: many values of a narrow range; or a sort of the flipped keys), the pending
+    tallies are each (group, bucket) once, sorted, with its count: ±0, subnormals, both signs."""
+    rng = np.random.default_rng(size + groups)
+    values = rng.normal(0, 1, size) * 10 ** rng.uniform(-decades, 0, size)
+    values[:3] = [0.0, -0.0, -5e-324]
+    rng.shuffle(values)
+    keys = [7, 2, 11][:groups]
+    slots = rng.integers(0, groups, size) if groups > 1 else None
+    sketch = QuantileSketch()
+    sketch.add(slots, values, keys, float(np.abs(values).max()) if bounded else None)
+    group, bucket, count = sketch._pending[0]
+    group_of = np.asarray(keys)[slots] if slots is not None else np.full(size, keys[0])
+    pairs = sorted(zip(group_of.tolist(), sketch._bucket_keys(values).tolist(), strict=True))
+    want = {}
+    for pair in pairs:
+        want[pair] = want.get(pair, 0) + 1
+    got = list(zip(group.tolist(), bucket.tolist(), strict=True))
+    assert dict(zip(got, count.tolist(), strict=True)) == want
+    # in slot order, and each group's buckets ascending (what merging without a sort relies on)
+    order = {key: slot for slot, key in enumerate(keys)}
+    assert got == sorted(got, key=lambda pair: (order[pair[0]], pair[1]))

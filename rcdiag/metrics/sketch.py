@@ -132,6 +132,11 @@ class QuantileSketch:
         flip >>= self._shift
         return flip
 
+    def _flipped(self, raw: I64) -> I64:
+        """:meth:`_bucket_keys` from the values' bits shifted right (``bits >> shift``): the flip
+        of the negatives' magnitude bits commutes with the shift."""
+        return raw ^ ((raw >> 63) & (int(_MAGNITUDE_BITS) >> self._shift))
+
     @property
     def mantissa_bits(self) -> int:
         """The resolution m: a bucket spans a relative width of 2⁻ᵐ."""
@@ -177,23 +182,30 @@ class QuantileSketch:
             return
         if slots is None and len(keys) != 1:
             raise ValueError("slots are needed for more than one group")
-        bucket = self._bucket_keys(values)
+        # the sign and top bits of each value: its bucket, before the flip that orders the
+        # negatives (made once per distinct bucket below, not once per value)
+        raw = np.ascontiguousarray(values, dtype=np.float64).view(np.int64) >> self._shift
         if bound is not None and 0.0 <= bound < np.inf:  # (a NaN bound fails the test)
-            low, high = self._bucket_keys(np.array([-bound, bound])).tolist()
+            # |v| ≤ bound: raw keys in [−2^(63−s), −2^(63−s) + top] (negatives) and [0, top]
+            top = int(np.array([bound]).view(np.int64)[0]) >> self._shift
+            low, high = -(1 << (63 - self._shift)), top
         else:
-            low, high = int(bucket.min()), int(bucket.max())
+            low, high = int(raw.min()), int(raw.max())
         width = high - low + 1
         if len(keys) * width <= min(_DENSE_LIMIT, 8 * values.size):  # count in a dense table
-            bucket -= low
+            raw -= low
             if slots is not None:
-                bucket += slots * width
-            table = np.bincount(bucket, minlength=len(keys) * width)
+                raw += slots * width
+            table = np.bincount(raw, minlength=len(keys) * width)
             cell = np.flatnonzero(table)
-            slot, bucket, count = cell // width, cell % width + low, table[cell]
+            slot, bucket = cell // width, self._flipped(cell % width + low)
+            order = np.lexsort((bucket, slot))  # the flip reversed the negatives' order
+            slot, bucket, count = slot[order], bucket[order], table[cell[order]]
         else:  # a table much larger than the batch: sort instead
             if slots is None:
                 slots = np.zeros(values.size, dtype=np.int64)
-            slot, bucket, count = _tally(slots, bucket, np.ones(bucket.size, dtype=np.int64))
+            ones = np.ones(raw.size, dtype=np.int64)
+            slot, bucket, count = _tally(slots, self._flipped(raw), ones)
         group = np.asarray(keys, dtype=np.int64)[slot]
         self._pending.append((group, bucket.astype(np.int64), count.astype(np.int64)))
         self._pending_size += group.size
