@@ -95,6 +95,20 @@ def test_a_changed_file_or_option_is_read_again(grown: Path, tmp_path: Path) -> 
     assert cached_pass.LAST.misses == STEPS
 
 
+def test_entries_of_other_code_are_never_read(
+    grown: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two builds of one version may pickle their consumers differently: an entry written by
+    other code (another digest of rcdiag's sources) is a miss, never loaded."""
+    cache = tmp_path / "cache"
+    digest = cached_pass.code_digest()
+    assert len(digest) == 64 and digest == cached_pass.code_digest()
+    rcdiag.analyze(grown, cache=cache)
+    monkeypatch.setattr(cached_pass, "code_digest", lambda: "other code")
+    rcdiag.analyze(grown, cache=cache)
+    assert (cached_pass.LAST.hits, cached_pass.LAST.misses) == (0, STEPS)
+
+
 def test_an_unreadable_entry_is_computed_again(grown: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = rcdiag.analyze(grown, cache=cache).to_json()

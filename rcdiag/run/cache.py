@@ -5,11 +5,12 @@ docs/scale.md, "A growing run").
 A pass with a cache reads each file into its own consumers, as a Ray task does
 (:func:`rcdiag.run.ray.file_pass`), and merges them in file order; a file whose consumers are in the
 cache is not read at all (its footer is, for the list of files). The key of a file's entry is a
-SHA-256 of everything its consumers depend on: rcdiag's version, the file's resolved path, size and
+SHA-256 of everything its consumers depend on: rcdiag's version and a digest of its code (two
+builds of one version may lay out their consumers differently), the file's resolved path, size and
 modification time (nanoseconds), how the dump is read (columns, non-finite policy, step selection),
 what the pass computes (the request), and, when the pass draws bootstrap weights or ranks
 sequences (both use each row's position in the whole dump), the number of rows before the file. A
-changed file, option or version is a new key; nothing stale is ever read. A warm pass equals a
+changed file, option, version or code is a new key; nothing stale is ever read. A warm pass equals a
 cold pass with the same cache setting exactly, and a pass without a cache up to the order of
 floating-point additions (as the Ray engine, docs/scale.md).
 
@@ -20,6 +21,7 @@ for explicitly. Entries are written atomically; an unreadable entry is computed 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 import re
@@ -57,7 +59,19 @@ def _fingerprint(dump: DumpSpec, request: Request) -> str:
     """What every file's consumers depend on besides the file itself (addresses of objects that
     a repr shows are left out: they change from process to process)."""
     reading = (dump.columns, dump.drop_nonfinite, dump.selection, dump.input_format)
-    return _ADDRESS.sub("", f"{__version__}|{reading!r}|{request!r}")
+    return _ADDRESS.sub("", f"{__version__}|{code_digest()}|{reading!r}|{request!r}")
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of rcdiag's Python sources (their paths and bytes; ~20 ms, once per
+    process): a cache entry pickled by other code is never loaded, even of the same version."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for source in sorted(package.rglob("*.py")):
+        digest.update(source.relative_to(package).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def entry_key(fingerprint: str, path: DumpPath, offset: int, positional: bool) -> str | None:
