@@ -3,11 +3,10 @@ gives it back afterwards in a process that is not the command line."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from rcdiag.run import allocator
+from rcdiag.run.held import WhilePassesRun
 
 
 class FakeLibc:
@@ -27,7 +26,7 @@ class FakeLibc:
 def libc(monkeypatch: pytest.MonkeyPatch) -> FakeLibc:
     fake = FakeLibc()
     monkeypatch.setattr(allocator, "_libc", fake)
-    monkeypatch.setattr(allocator, "_depth", 0)
+    monkeypatch.setattr(allocator, "PASSES", WhilePassesRun(allocator._hold))
     monkeypatch.setattr(allocator, "_for_process", False)
     return fake
 
@@ -55,25 +54,6 @@ def test_nested_passes_set_and_restore_once(libc: FakeLibc) -> None:
 def test_an_error_in_the_pass_still_restores(libc: FakeLibc) -> None:
     with pytest.raises(ValueError), allocator.reused_memory():
         raise ValueError("bad input")
-    assert libc.calls == during() + after()
-
-
-def test_passes_in_threads_restore_when_the_last_ends(libc: FakeLibc) -> None:
-    inside, release = threading.Barrier(3), threading.Event()
-
-    def one_pass() -> None:
-        with allocator.reused_memory():
-            inside.wait()
-            release.wait()
-
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    inside.wait()
-    assert libc.calls == during()
-    release.set()
-    for thread in threads:
-        thread.join()
     assert libc.calls == during() + after()
 
 

@@ -3,7 +3,6 @@ process's thread count back when the last pass ends."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 
 from rcdiag.run import blas
+from rcdiag.run.held import WhilePassesRun
 
 
 class FakeOpenBlas:
@@ -30,7 +30,7 @@ class FakeOpenBlas:
 def openblas(monkeypatch: pytest.MonkeyPatch) -> FakeOpenBlas:
     fake = FakeOpenBlas(threads=4)
     monkeypatch.setattr(blas, "_openblas", lambda: blas._ThreadCount(fake.get, fake.set))
-    monkeypatch.setattr(blas, "_depth", 0)
+    monkeypatch.setattr(blas, "PASSES", WhilePassesRun(blas._hold))
     return fake
 
 
@@ -43,25 +43,6 @@ def test_a_pass_runs_on_one_thread_and_restores_the_count(openblas: FakeOpenBlas
 def test_nested_passes_and_an_error_set_and_restore_once(openblas: FakeOpenBlas) -> None:
     with pytest.raises(ValueError), blas.one_blas_thread(), blas.one_blas_thread():
         raise ValueError("bad input")
-    assert openblas.sets == [1, 4]
-
-
-def test_passes_in_threads_restore_when_the_last_ends(openblas: FakeOpenBlas) -> None:
-    inside, release = threading.Barrier(3), threading.Event()
-
-    def one_pass() -> None:
-        with blas.one_blas_thread():
-            inside.wait()
-            release.wait()
-
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    inside.wait()
-    assert openblas.threads == 1
-    release.set()
-    for thread in threads:
-        thread.join()
     assert openblas.sets == [1, 4]
 
 

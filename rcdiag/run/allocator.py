@@ -18,10 +18,10 @@ to the kernel. Where glibc is absent (macOS, musl) this is a no-op.
 from __future__ import annotations
 
 import ctypes
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
+
+from rcdiag.run.held import Undo, WhilePassesRun
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 """glibc's mallopt parameters (malloc.h)."""
@@ -29,8 +29,6 @@ DURING_PASS = {M_MMAP_THRESHOLD: 1 << 30, M_TRIM_THRESHOLD: (1 << 31) - 1}
 AFTER_PASS = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 64 << 20}
 """glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems, and twice it (its dynamic rule)."""
 
-_lock = threading.Lock()
-_depth = 0
 _for_process = False
 _libc: Any = None
 
@@ -62,25 +60,25 @@ def _set(thresholds: dict[int, int]) -> None:
             libc.mallopt(parameter, value)
 
 
-@contextmanager
-def reused_memory() -> Iterator[None]:
+def _hold() -> Undo | None:
+    """The pass's thresholds, and how to set them back (None: the command line, or not glibc)."""
+    libc = _glibc()
+    if libc is None or _for_process:
+        return None
+    _set(DURING_PASS)
+
+    def undo() -> None:
+        _set(AFTER_PASS)
+        libc.malloc_trim(0)
+
+    return undo
+
+
+PASSES = WhilePassesRun(_hold)
+
+
+def reused_memory() -> AbstractContextManager[None]:
     """Freed memory is reused between batches while the block runs; at the end of the outermost
     block (passes may nest or run in threads) the thresholds are lowered again and the freed
     memory returned to the kernel."""
-    global _depth
-    libc = _glibc()
-    if libc is None:
-        yield
-        return
-    with _lock:
-        _depth += 1
-        if _depth == 1 and not _for_process:
-            _set(DURING_PASS)
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and not _for_process:
-                _set(AFTER_PASS)
-                libc.malloc_trim(0)
+    return PASSES.held()

@@ -21,11 +21,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NamedTuple
+
+from rcdiag.run.held import Undo, WhilePassesRun
 
 _PREFIXES = ("", "scipy_")
 _SUFFIXES = ("", "64_")
@@ -36,11 +37,6 @@ numpy's wheels' symbol prefix and suffix (``scipy_openblas_get_num_threads64_``)
 class _ThreadCount(NamedTuple):
     get: Callable[[], int]
     set: Callable[[int], None]
-
-
-_lock = threading.Lock()
-_depth = 0
-_before = 0
 
 
 @functools.cache
@@ -79,25 +75,23 @@ def _loaded_openblas() -> list[str]:
     return sorted({line.split()[-1] for line in lines if "openblas" in line.lower()})
 
 
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """OpenBLAS runs its products on the calling thread while the outermost such block runs; its
-    thread count is restored at that block's end (a no-op where OpenBLAS is not loaded)."""
-    global _depth, _before
+def _hold() -> Undo | None:
+    """One OpenBLAS thread, and how to give the process its count back (None: OpenBLAS is not
+    loaded, or runs on one thread already)."""
     openblas = _openblas()
     if openblas is None:
-        yield
-        return
-    with _lock:
-        _depth += 1
-        if _depth == 1:
-            _before = openblas.get()
-            if _before != 1:
-                openblas.set(1)
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _before != 1:
-                openblas.set(_before)
+        return None
+    before = openblas.get()
+    if before == 1:
+        return None
+    openblas.set(1)
+    return lambda: openblas.set(before)
+
+
+PASSES = WhilePassesRun(_hold)
+
+
+def one_blas_thread() -> AbstractContextManager[None]:
+    """OpenBLAS runs its products on the calling thread while the outermost such block runs; its
+    thread count is restored at that block's end (a no-op where OpenBLAS is not loaded)."""
+    return PASSES.held()
