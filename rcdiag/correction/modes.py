@@ -32,6 +32,7 @@ from rcdiag.correction.external import (
     ratio_rows,
     ratio_tokens,
 )
+from rcdiag.correction.outcome import KEPT_KINDS, REJECTION_KINDS
 from rcdiag.correction.view import TokenView
 from rcdiag.metrics.grouped import Kind
 from rcdiag.metrics.ragged import F64, Bool
@@ -116,19 +117,11 @@ class ExternalOutcome(Component):
     plan: ModePlan
 
     kinds: ClassVar[dict[str, Kind]] = {
-        "rejected": "sum",
-        "rejected_rows": "sum",
-        "fully_rejected_rows": "sum",
-        "kept": "sum",
+        **REJECTION_KINDS,
         "norm_token_sum": "sum",
         "norm_row_mean": "sum",
     }
-    run_kinds: ClassVar[dict[str, Kind]] = {
-        "kept_raw": "sum",
-        "kept_applied": "sum",
-        "kept_applied_sq": "sum",
-        "kept_applied_max": "max",
-    }
+    run_kinds: ClassVar[dict[str, Kind]] = KEPT_KINDS
 
     def row_stats(self, view: TokenView) -> RowStats:
         if _row_level(self.plan):

@@ -85,6 +85,22 @@ def plan_keep(view: TokenView, plan: CorrectionPlan) -> Bool:
     return view.memo(("keep", _rejection_key(plan)), combine)
 
 
+REJECTION_KINDS: dict[str, Kind] = {
+    "rejected": "sum",
+    "rejected_rows": "sum",
+    "fully_rejected_rows": "sum",
+    "kept": "sum",
+}
+"""Per row, what a configuration rejects and keeps (any framework's, summed per step)."""
+KEPT_KINDS: dict[str, Kind] = {
+    "kept_raw": "sum",
+    "kept_applied": "sum",
+    "kept_applied_sq": "sum",
+    "kept_applied_max": "max",
+}
+"""Per run of rows, the raw and applied weights of the kept tokens: Σ R, Σ W, Σ W², max W."""
+
+
 @dataclass(frozen=True)
 class Outcome(Component):
     """What a whole configuration does: combined rejection and the weights that survive it.
@@ -96,18 +112,8 @@ class Outcome(Component):
     plan: CorrectionPlan
 
     vectorised: ClassVar[bool] = True  # metrics() reads arrays of steps too
-    kinds: ClassVar[dict[str, Kind]] = {
-        "rejected": "sum",
-        "rejected_rows": "sum",
-        "fully_rejected_rows": "sum",
-        "kept": "sum",
-    }
-    run_kinds: ClassVar[dict[str, Kind]] = {
-        "kept_raw": "sum",
-        "kept_applied": "sum",
-        "kept_applied_sq": "sum",
-        "kept_applied_max": "max",
-    }
+    kinds: ClassVar[dict[str, Kind]] = REJECTION_KINDS
+    run_kinds: ClassVar[dict[str, Kind]] = KEPT_KINDS
 
     def _kept_weights(self, view: TokenView) -> F64 | None:
         """1.0 at the valid positions the configuration keeps, 0.0 elsewhere; None when it cannot
