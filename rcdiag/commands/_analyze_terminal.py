@@ -26,6 +26,7 @@ from rcdiag.commands._terminal import (
     chi2_note,
     plural,
     show_diagnosis,
+    source_counts,
     status_text,
 )
 from rcdiag.formatting import fmt
@@ -47,9 +48,7 @@ def show(result: AnalysisResult) -> None:
             "rcdiag analyze",
             [
                 f"dialect {result.dialect}",
-                f"{source.rows:,} rows",
-                f"{source.valid_tokens:,} valid tokens",
-                f"{source.steps} steps",
+                *source_counts(source.rows, source.valid_tokens, source.steps),
                 plural(len(source.paths), "file"),
             ],
         )

@@ -11,7 +11,7 @@ from rcdiag.checks.evaluate import fmt
 from rcdiag.checks.outputs import STATUS_TEXT, verdict_line
 from rcdiag.commands._common import printable, stdout
 from rcdiag.commands._layout import Col, hanging, header_line, new_table, paragraph
-from rcdiag.commands._terminal import CHI2_METRICS, chi2_note
+from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, source_counts
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
 SEVERITY_NOTE = (
@@ -49,9 +49,7 @@ def show(document: dict[str, Any]) -> None:
     source = document["source"]
     parts = [
         f"dialect {document['dialect']}",
-        f"{source['rows']:,} rows",
-        f"{source['valid_tokens']:,} valid tokens",
-        f"{source['steps']} steps",
+        *source_counts(source["rows"], source["valid_tokens"], source["steps"]),
     ]
     if document["baseline"] is not None:
         parts.append(f"baseline {printable(str(document['baseline']['path']))}")

@@ -14,6 +14,13 @@ from rcdiag.metrics.records import CHI2_SEQ, CHI2_TOKEN, REGISTRY, label
 from rcdiag.model import Diagnosis
 from rcdiag.status import rank
 
+
+def source_counts(rows: int, valid_tokens: int, steps: int) -> list[str]:
+    """A dump's rows, valid tokens and steps, as the header lines of analyze, baseline and check
+    give them."""
+    return [f"{rows:,} rows", f"{valid_tokens:,} valid tokens", f"{steps} steps"]
+
+
 STATUS_STYLE: dict[str, str] = {"healthy": "green", "watch": "yellow", "act": "bold red"}
 """How each status of the registry's vocabulary is coloured."""
 

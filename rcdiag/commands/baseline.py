@@ -28,7 +28,7 @@ from rcdiag.commands._common import (
 )
 from rcdiag.commands._layout import Col, header_line, new_table
 from rcdiag.commands._progress import progress_bar, warn_about_input
-from rcdiag.commands._terminal import CHI2_METRICS, chi2_note
+from rcdiag.commands._terminal import CHI2_METRICS, chi2_note, source_counts
 from rcdiag.errors import UsageError
 from rcdiag.formatting import fmt
 from rcdiag.metrics.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, MAX_REPLICATES
@@ -125,9 +125,7 @@ def show(made: Baseline) -> None:
             "rcdiag baseline",
             [
                 f"dialect {made.dialect}",
-                f"{source.rows:,} rows",
-                f"{source.valid_tokens:,} valid tokens",
-                f"{source.steps} steps",
+                *source_counts(source.rows, source.valid_tokens, source.steps),
                 f"{made.replicates} replicates (seed {made.seed})",
             ],
         )
